@@ -1,0 +1,1 @@
+"""asv benchmarks of fastrag (see benchmarks/README.md)."""

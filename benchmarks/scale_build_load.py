@@ -1,0 +1,137 @@
+"""Million-chunk scale: build throughput and memory, then load + first retrieve.
+
+    python benchmarks/scale_build_load.py --chunks 1000000 --workdir /tmp/fastrag-scale
+
+1. Writes a seeded mixed English/Chinese corpus as JSON Lines (once; reused).
+2. In a child process: ``KnowledgeBase.build(read_jsonl(...))`` with
+   ``VocabularyEmbedder(max_features=384)``, then ``save``; reports MB/s of
+   UTF-8 text, peak resident memory (ru_maxrss) and the size on disk.
+3. In a fresh child process: ``warmup()``, then ``KnowledgeBase.load`` and
+   the first ``retrieve``, timed together, with the resident-memory growth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+CHILD_BUILD = r"""
+import json, resource, sys, time
+from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
+from fastrag.sources import read_jsonl
+corpus, out, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+warmup()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+t = time.perf_counter()
+kb = KnowledgeBase.build(read_jsonl(corpus), embedder=VocabularyEmbedder(max_features=384),
+                         threads=None if threads == "0" else int(threads))
+build = time.perf_counter() - t
+t = time.perf_counter()
+kb.save(out, overwrite=True)
+save = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+s = kb.stats()
+print(json.dumps({"build_s": build, "save_s": save, "peak_rss": peak, "base_rss": base,
+                  "chunks": s["chunks"], "documents": s["documents"], "dim": s["dim"]}))
+"""
+
+CHILD_LOAD = r"""
+import json, sys, time
+from fastrag import KnowledgeBase, warmup
+def status():
+    out = {}
+    for line in open("/proc/self/status"):
+        key, value = line.split(":", 1)
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = int(value.split()[0]) * 1024
+    return out
+path = sys.argv[1]
+t = time.perf_counter(); warmup(); warm = time.perf_counter() - t
+s0 = status()
+t = time.perf_counter()
+kb = KnowledgeBase.load(path)
+hits = kb.retrieve("年假申请需提前几天提交 annual leave", k=5)
+first = time.perf_counter() - t
+s1 = status()
+t = time.perf_counter()
+for _ in range(5):
+    kb.retrieve("expense reports 报销", k=5)
+again = (time.perf_counter() - t) / 5
+print(json.dumps({"warmup_s": warm, "load_first_retrieve_s": first,
+                  "rss_growth": s1["VmRSS"] - s0["VmRSS"], "anon_growth": s1["RssAnon"] - s0["RssAnon"],
+                  "file_growth": s1["RssFile"] - s0["RssFile"],
+                  "vector_bytes": kb.stats()["vector_bytes"], "retrieve_s": again, "hits": len(hits)}))
+"""
+
+
+def write_corpus(path: Path, chunks: int) -> int:
+    from fastrag.datasets.synthetic import mixed_documents
+
+    # 200/40 windows advance 160 characters: about chunks * 160 characters of text.
+    target = chunks * 160
+    total = 0
+    n = 0
+    with open(path, "wb") as fh:
+        for doc in mixed_documents(10**9, seed=7, mean_chars=2000):
+            fh.write(orjson.dumps(doc) + b"\n")
+            total += len(doc["text"])
+            n += 1
+            if total >= target:
+                break
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--chunks", type=int, default=1_000_000)
+    ap.add_argument("--workdir", default="/tmp/fastrag-scale")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="load+retrieve runs (fresh processes)")
+    args = ap.parse_args()
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = work / f"corpus-{args.chunks}.jsonl"
+    if not corpus.exists():
+        t = time.perf_counter()
+        n = write_corpus(corpus, args.chunks)
+        print(f"wrote {n:,} documents to {corpus} in {time.perf_counter() - t:.0f} s")
+    text_bytes = sum(len(orjson.loads(line)["text"].encode()) for line in open(corpus, "rb"))
+    kb_dir = work / "kb"
+    shutil.rmtree(kb_dir, ignore_errors=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD_BUILD, str(corpus), str(kb_dir), str(args.threads)],
+        check=True, capture_output=True, text=True,
+    )
+    b = json.loads(out.stdout.strip().splitlines()[-1])
+    disk = sum(f.stat().st_size for f in kb_dir.rglob("*") if f.is_file())
+    print(f"build: {b['documents']:,} documents, {b['chunks']:,} chunks, dim {b['dim']}")
+    print(f"  text {text_bytes / 1e6:,.0f} MB in {b['build_s']:.2f} s = {text_bytes / 1e6 / b['build_s']:.1f} MB/s "
+          f"(save {b['save_s']:.2f} s)")
+    print(f"  peak RSS {b['peak_rss'] / 1e9:.2f} GB (before build {b['base_rss'] / 1e9:.2f} GB), "
+          f"store on disk {disk / 1e9:.2f} GB, ratio {b['peak_rss'] / disk:.2f}x")
+    runs = []
+    for _ in range(args.repeat):
+        subprocess.run(["sync"], check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD_LOAD, str(kb_dir)], check=True, capture_output=True, text=True
+        )
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    runs.sort(key=lambda r: r["load_first_retrieve_s"])
+    r = runs[len(runs) // 2]
+    print(f"load + first retrieve (median of {len(runs)} fresh processes, after warmup() "
+          f"{r['warmup_s']:.2f} s): {r['load_first_retrieve_s'] * 1e3:.0f} ms; "
+          f"RSS growth {r['rss_growth'] / 1e6:.0f} MB (anonymous {r['anon_growth'] / 1e6:.0f} MB, "
+          f"mapped file pages {r['file_growth'] / 1e6:.0f} MB) vs {r['vector_bytes'] / 1e6:.0f} MB of vectors; "
+          f"next retrieves {r['retrieve_s'] * 1e3:.1f} ms each")
+    print(json.dumps({"build": b, "disk": disk, "text_bytes": text_bytes, "load": runs}), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Durable, atomic file-system operations (write temp, fsync, rename)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import StoreError
+
+__all__ = [
+    "HashingFile",
+    "atomic_write_bytes",
+    "file_lock",
+    "fsync_dir",
+    "fsync_file",
+    "sha256_file",
+]
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (renames, creations) to disk."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file's data to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically: readers see the old or the new file, whole."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def sha256_file(path: Path, *, block: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file's content."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class HashingFile:
+    """A write-only file that computes the SHA-256 of what passes through it.
+
+    Closing it fsyncs the data, so a writer needs no second pass over the
+    file to checksum or flush it. Wrap it in ``pyarrow.PythonFile`` to write
+    Arrow IPC through it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._fh = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._hash = hashlib.sha256()
+        self._size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        """Write ``data`` and add it to the checksum."""
+        view = memoryview(data)
+        self._hash.update(view)
+        self._size += view.nbytes
+        return self._fh.write(view)
+
+    def tell(self) -> int:
+        """Bytes written so far."""
+        return self._size
+
+    def flush(self) -> None:
+        """Flush Python's buffer to the operating system."""
+        self._fh.flush()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the file is closed."""
+        return self._fh.closed
+
+    def close(self) -> None:
+        """Flush, fsync and close (idempotent)."""
+        if not self._fh.closed:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+    @property
+    def size(self) -> int:
+        """Bytes written."""
+        return self._size
+
+    def hexdigest(self) -> str:
+        """SHA-256 of everything written."""
+        return self._hash.hexdigest()
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created if missing) for the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            raise StoreError(
+                f"{path.parent}: another process is saving this knowledge base; try again"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)

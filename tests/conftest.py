@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import fastrag
+
+JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
+
+DOCS = [
+    {
+        "id": "leave",
+        "title": "Annual leave",
+        "source": "hr/leave.md",
+        "updated_at": "2026-09-01",
+        "acl": ["staff"],
+        "text": "Annual leave requests must be submitted at least 3 working days in advance. "
+        "Employees receive 15 days of paid annual leave per year.",
+    },
+    {
+        "id": "expense",
+        "title": "Expenses",
+        "text": "Expense reports must be submitted within 15 days with the original receipts attached.",
+        "team": "finance",
+    },
+    {
+        "id": "leave-zh",
+        "title": "年假制度",
+        "text": "年假申请需提前3天提交。工作未满五年的员工每年享有15天带薪年假。",
+    },
+    {
+        "id": "security",
+        "text": "Passwords must be at least 12 characters long and are changed every 180 days. "
+        "Multi-factor authentication is mandatory for e-mail and VPN.",
+    },
+]
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def docs() -> list[dict]:
+    return [dict(d) for d in DOCS]
+
+
+@pytest.fixture
+def kb(docs) -> fastrag.KnowledgeBase:
+    return fastrag.KnowledgeBase.build(docs, window=60, overlap=10)
