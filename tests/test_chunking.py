@@ -319,21 +319,23 @@ def test_kernel_serial_and_parallel_agree(parallel: bool) -> None:
 
 
 @pytest.mark.skipif(JIT_DISABLED, reason="already running without the JIT")
-def test_kernels_run_without_the_jit() -> None:
+def test_kernels_run_without_the_jit(tmp_path: Path) -> None:
     # Kernel bodies must stay valid Python (coverage runs use NUMBA_DISABLE_JIT=1).
+    # Run outside the checkout: its fastrag/ folder lacks _native and would
+    # shadow the installed package.
     code = textwrap.dedent(
         """
         from fastrag.chunking import Chunker
-        from tests.naive.chunking import chunk_text
+        from naive.chunking import chunk_text
         texts = ["  a  b\\u3000c ", "", "知识 库\\n" * 9, "x" * 70 + " \\u2029 " + "y" * 40]
         got = [c for c in Chunker(window=6, overlap=2).chunk(texts).texts()]
         want = [c for t in texts for _, _, c in chunk_text(t, 6, 2)]
         assert got == want, (got, want)
         """
     )
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONPATH=str(ROOT / "tests"))
     subprocess.run(
-        [sys.executable, "-W", "error", "-c", code], cwd=ROOT, env=env, check=True, timeout=120
+        [sys.executable, "-W", "error", "-c", code], cwd=tmp_path, env=env, check=True, timeout=120
     )
 
 

@@ -68,8 +68,12 @@ def test_usage_error_exits_2():
     assert exc.value.code == 2
 
 
-def test_console_script_entry_point():
+def test_console_script_entry_point(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "fastrag", "--version"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "fastrag", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,  # not the checkout, whose fastrag/ folder would shadow the install
     )
     assert out.stdout.startswith("fastrag ")
