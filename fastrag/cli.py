@@ -132,6 +132,12 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    print(
+        "fastrag: loading the kernels (the first run compiles them, about a minute; "
+        "later runs load them from the cache)",
+        file=sys.stderr,
+        flush=True,
+    )
     warm = warmup()
     docs = demo_documents()
     kb = KnowledgeBase.build(docs)

@@ -141,6 +141,22 @@ def write_snapshot(
     str
         The new snapshot's id.
     """
+    try:
+        return _write_snapshot(root, store, header, keep=keep, overwrite=overwrite)
+    except StoreError:
+        raise
+    except OSError as exc:
+        raise StoreError(f"{root}: cannot save the knowledge base: {exc}") from exc
+
+
+def _write_snapshot(
+    root: Path,
+    store: ChunkStore,
+    header: dict[str, Any],
+    *,
+    keep: int | None,
+    overwrite: bool,
+) -> str:
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise StoreError(f"{root}: exists and is not a directory")

@@ -47,13 +47,20 @@ TOMBSTONES_FILE = "tombstones.arrow"
 
 _DICT_STR = pa.dictionary(pa.int32(), pa.string())
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
-_HIT_COLUMNS = ("chunk_id", "doc_id", "ord", "start", "end", "text") + (
+_HIT_COLUMNS = (
+    "chunk_id",
+    "doc_id",
+    "ord",
+    "start",
+    "end",
+    "text",
     "title",
     "source",
     "updated_at",
     "acl",
     "metadata",
 )
+"""Every column but ``vector``: what a :class:`~fastrag.Hit` is made of."""
 
 
 def chunk_schema(dim: int) -> pa.Schema:

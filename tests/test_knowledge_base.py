@@ -375,3 +375,25 @@ def test_threads_argument(kb):
     assert a == _hit_tuples(kb.retrieve("annual leave", k=3))
     with pytest.raises(ConfigError):
         kb.retrieve("annual leave", threads=0)
+
+
+def test_failed_save_keeps_previous_snapshot(kb, tmp_path, monkeypatch):
+    import errno
+
+    from fastrag.store import ChunkStore
+
+    root = tmp_path / "kb"
+    sid = kb.save(root)
+    before = (root / "manifest.json").read_bytes()
+    kb.add([{"id": "n", "text": "new text"}])
+
+    def disk_full(self, directory):
+        (directory / "chunks.arrow").write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ChunkStore, "write", disk_full)
+    with pytest.raises(StoreError, match="No space left"):
+        kb.save(root)
+    assert (root / "manifest.json").read_bytes() == before
+    assert [p.name for p in (root / "snapshots").iterdir()] == [sid]
+    assert len(KnowledgeBase.load(root)) == len(kb) - 1
