@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Document", "Hit"]
+__all__ = ["Document", "Generation", "Hit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +73,34 @@ class Hit:
     def updated_at(self) -> _dt.datetime | None:
         """When the document was last updated, if known."""
         return self.metadata.get("updated_at")
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """What a generator returns for one question.
+
+    Attributes
+    ----------
+    text : str
+        The answer, citing hits as ``[1]``, ``[2]``, ... (``[n]`` is the
+        n-th hit the generator was given).
+    found : bool
+        False when the generator says the knowledge base does not hold the
+        answer.
+    citations : tuple of int
+        The markers the text cites, in order of first use, each in
+        ``1..len(hits)``.
+    prompt : str or None
+        What a model was (or would be) sent, for audit and debugging.
+    model : str or None
+        Name of the model that wrote the text, if any.
+    usage : dict
+        Token counts and similar accounting reported by the model server.
+    """
+
+    text: str
+    found: bool
+    citations: tuple[int, ...] = ()
+    prompt: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
