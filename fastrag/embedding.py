@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _native  # noqa: F401  (the package must import before its submodules)
 from ._native import embedding as _kernels
+from ._native.chunking import readonly
 from ._text import encode_utf8
 from ._threads import resolve_threads, threads as _threads
 from .errors import ConfigError, EmbedderError, EmbedderMismatchError, NotFittedError
@@ -284,7 +285,7 @@ class VocabularyEmbedder:
             )
         if n:
             with _threads(threads):
-                _kernels.embed_counts(data, offsets, table, out)
+                _kernels.embed_counts(readonly(data), readonly(offsets), table, out)
         return out
 
     def embed(self, texts: Sequence[str], *, threads: int | None = None) -> np.ndarray:
@@ -377,7 +378,7 @@ class CodepointCounter:
         """Count the code points of ``data[lo:hi]`` (valid UTF-8, whole code points)."""
         if hi > lo:
             with _threads(self._threads):
-                _kernels.count_codepoints(data, int(lo), int(hi), self._hists)
+                _kernels.count_codepoints(readonly(data), int(lo), int(hi), self._hists)
 
     def total(self) -> np.ndarray:
         """The histogram so far: int64 ``(0x110000,)``."""

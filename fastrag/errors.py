@@ -21,20 +21,34 @@ cross into fastrag, with the original chained as ``__cause__``.
     │   ├── StoreNotFoundError (FileNotFoundError)
     │   ├── StoreCorruptedError              a file is truncated, corrupt or inconsistent
     │   └── StoreVersionError                written by an incompatible fastrag
-    └── SearchIndexError                     a search index (HNSW, BM25) failed
+    ├── SearchIndexError                     a search index (HNSW, BM25) failed
+    └── ModelError                           a call to a model server failed
+        ├── AuthenticationError              the server rejected the API key (401/403)
+        ├── ModelResponseError               malformed answer: bad JSON, missing field
+        │   └── EmbeddingResponseError (EmbedderError)  wrong vector size, NaN/inf
+        └── RetryExhaustedError              429/5xx/timeouts outlasted the retries
+            ├── RateLimitError               ... and the last answer was 429
+            └── ModelTimeoutError (TimeoutError)  ... and the last attempt timed out
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "ConfigError",
     "DocumentError",
     "DocumentNotFoundError",
     "DuplicateDocumentError",
     "EmbedderError",
     "EmbedderMismatchError",
+    "EmbeddingResponseError",
     "FastragError",
+    "ModelError",
+    "ModelResponseError",
+    "ModelTimeoutError",
     "NotFittedError",
+    "RateLimitError",
+    "RetryExhaustedError",
     "SearchIndexError",
     "StoreCorruptedError",
     "StoreError",
@@ -96,3 +110,81 @@ class StoreVersionError(StoreError):
 
 class SearchIndexError(FastragError):
     """A search index (HNSW, BM25) failed to build, load or answer."""
+
+
+class ModelError(FastragError):
+    """A call to a model server (chat, embeddings) failed.
+
+    Messages name the request (method and URL) but never the API key.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong.
+    status : int, optional
+        HTTP status of the (last) answer; ``None`` when no answer came.
+    attempts : int, optional
+        How many times the request was sent.
+    url : str, optional
+        The request's URL (credentials masked).
+
+    Attributes
+    ----------
+    status, attempts, url
+        As given.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        attempts: int | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+        self.url = url
+
+
+class AuthenticationError(ModelError):
+    """The server rejected the API key (HTTP 401 or 403); never retried."""
+
+
+class ModelResponseError(ModelError):
+    """The server answered 2xx, but not with what the API promises.
+
+    Invalid JSON, a missing or mistyped field (named in the message), or
+    vectors that cannot be used.
+    """
+
+
+class EmbeddingResponseError(ModelResponseError, EmbedderError):
+    """An embedding has the wrong number of values, or a NaN or infinite one.
+
+    Attributes
+    ----------
+    index : int or None
+        Position, in the texts passed to ``embed``, of the offending item.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None, **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.index = index
+
+
+class RetryExhaustedError(ModelError):
+    """Every attempt failed with a retryable error (429, 5xx, timeout, transport).
+
+    ``status`` is the last HTTP status (``None`` when the last attempt got no
+    answer) and ``attempts`` the number of requests sent.
+    """
+
+
+class RateLimitError(RetryExhaustedError):
+    """The server kept answering 429 Too Many Requests until the retries ran out."""
+
+
+class ModelTimeoutError(RetryExhaustedError, TimeoutError):
+    """The server did not answer in time, on the last of the allowed attempts."""

@@ -112,6 +112,11 @@ def _check_corpus(corpus: object) -> np.ndarray:
         raise ConfigError("corpus must be C-contiguous: it is never copied")
     if corpus.shape[1] < 1:
         raise ConfigError(f"corpus dimension must be >= 1, got shape {corpus.shape}")
+    if corpus.flags.writeable:
+        # A read-only view (no copy): the kernels then have one corpus type to
+        # compile, and memory-mapped stores are read-only anyway.
+        corpus = corpus.view()
+        corpus.flags.writeable = False
     return corpus
 
 

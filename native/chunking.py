@@ -40,7 +40,7 @@ from numba import prange
 
 from ._jit import kernel, parallel_kernel
 
-__all__ = ["PARALLEL_MIN_BYTES", "byte_classes", "chunk_utf8", "warmup"]
+__all__ = ["byte_classes", "chunk_utf8", "readonly", "warmup"]
 
 # Byte classes (see ``byte_classes``).
 _OTHER = 0
@@ -451,30 +451,6 @@ def _windows_pass(
         )
 
 
-@kernel
-def _windows_pass_serial(
-    data, offsets, step, window, slot, starts, ends, clean_bytes, clean_chars, counts, sizes
-) -> None:
-    """Run :func:`_windows_pass` serially (small batches: no thread wake-up)."""
-    classes = byte_classes()
-    for i in range(offsets.size - 1):
-        _window_doc(
-            i,
-            data,
-            offsets,
-            classes,
-            step,
-            window,
-            slot,
-            starts,
-            ends,
-            clean_bytes,
-            clean_chars,
-            counts,
-            sizes,
-        )
-
-
 @parallel_kernel
 def _copy_pass(
     data,
@@ -537,74 +513,20 @@ def _copy_pass(
         )
 
 
-@kernel
-def _copy_pass_serial(
-    data,
-    offsets,
-    step,
-    window,
-    slot,
-    starts,
-    ends,
-    clean_bytes,
-    clean_chars,
-    counts,
-    first_chunk,
-    first_byte,
-    chunk_doc,
-    chunk_ord,
-    chunk_start,
-    chunk_end,
-    text_offsets,
-    text_data,
-) -> None:
-    """Run :func:`_copy_pass` serially (small batches: no thread wake-up)."""
-    classes = byte_classes()
-    for i in range(offsets.size - 1):
-        _copy_doc(
-            i,
-            data,
-            offsets,
-            classes,
-            step,
-            window,
-            slot,
-            starts,
-            ends,
-            clean_bytes,
-            clean_chars,
-            counts,
-            first_chunk,
-            first_byte,
-            chunk_doc,
-            chunk_ord,
-            chunk_start,
-            chunk_end,
-            text_offsets,
-            text_data,
-        )
-
-
-PARALLEL_MIN_BYTES = 1 << 18
-"""Below this many input bytes (or with one document) :func:`chunk_utf8` runs
-serially: waking the thread pool costs more than it saves (~0.3 ms)."""
-
-
 def chunk_utf8(
     data: np.ndarray,
     offsets: np.ndarray,
     window: int,
     overlap: int,
-    *,
-    parallel: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Normalise white space and cut every document into overlapping windows.
 
     Parameters
     ----------
     data : uint8[::1]
-        UTF-8 bytes of all documents, C-contiguous; read-only is fine (both
-        variants are compiled by :func:`warmup`). Never written.
+        UTF-8 bytes of all documents, C-contiguous; never written. Writable
+        arrays are passed to the kernels as read-only views, so each kernel
+        has one signature to compile (Arrow buffers are read-only anyway).
     offsets : int64[::1]
         ``n_docs + 1`` non-decreasing byte offsets into ``data``; document
         ``i`` is ``data[offsets[i]:offsets[i + 1]]``. ``offsets[0]`` may be
@@ -613,9 +535,6 @@ def chunk_utf8(
         Window length in characters, ``>= 1``.
     overlap : int
         Overlap of consecutive windows in characters, ``0 <= overlap < window``.
-    parallel : bool, optional
-        Run the passes in parallel over documents; default: when there are at
-        least two documents and :data:`PARALLEL_MIN_BYTES` bytes.
 
     Returns
     -------
@@ -637,16 +556,15 @@ def chunk_utf8(
     All outputs are freshly allocated and C-contiguous. Documents that are
     empty or only white space give no chunk. This plain-Python driver only
     allocates and takes prefix sums over documents (numpy); the two passes
-    are the kernels :func:`_windows_pass` and :func:`_copy_pass` (or their
-    serial twins). Allocating the large buffers with numpy rather than inside
-    a kernel measured faster here, and lets the driver pick the variant.
+    are the kernels :func:`_windows_pass` and :func:`_copy_pass`. Allocating
+    the large buffers with numpy rather than inside a kernel measured faster
+    here. On a tiny batch the parallel passes cost about 2 us more than serial
+    twins did (33 vs 31 us), not worth a second set of compiled kernels.
     """
     n_docs = offsets.size - 1
     step = window - overlap
-    if parallel is None:
-        parallel = n_docs > 1 and offsets[-1] - offsets[0] >= PARALLEL_MIN_BYTES
-    windows_pass = _windows_pass if parallel else _windows_pass_serial
-    copy_pass = _copy_pass if parallel else _copy_pass_serial
+    data = readonly(data)
+    offsets = readonly(offsets)
     # Room for the window positions of every document: b raw bytes hold at
     # most b characters, hence at most (b - 1) // step + 1 window starts.
     raw = np.diff(offsets)
@@ -658,7 +576,7 @@ def chunk_utf8(
     clean_chars = np.empty(n_docs, dtype=np.int64)
     counts = np.empty(n_docs, dtype=np.int64)
     sizes = np.empty(n_docs, dtype=np.int64)
-    windows_pass(
+    _windows_pass(
         data, offsets, step, window, slot, starts, ends, clean_bytes, clean_chars, counts, sizes
     )
 
@@ -674,7 +592,7 @@ def chunk_utf8(
     text_offsets = np.empty(n_chunks + 1, dtype=np.int64)
     text_offsets[0] = 0
     text_data = np.empty(int(first_byte[-1]), dtype=np.uint8)
-    copy_pass(
+    _copy_pass(
         data,
         offsets,
         step,
@@ -697,21 +615,20 @@ def chunk_utf8(
     return chunk_doc, chunk_ord, chunk_start, chunk_end, text_offsets, text_data
 
 
-def warmup() -> None:
-    """Compile :func:`chunk_utf8` for every signature the engine uses.
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` itself if read-only, else a read-only view of it (no copy)."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
-    The data buffer and the offsets are each compiled writable and read-only
-    (Arrow buffers viewed through numpy are read-only), for the parallel
-    passes and their serial twins, so no first request ever pays the JIT cost
-    (about 30 s to compile everything; well under a second from the cache).
+
+def warmup() -> None:
+    """Compile the kernels' one signature (read-only data and offsets), or load it from cache.
+
+    :func:`chunk_utf8` hands the kernels read-only views whatever it is
+    given, so writable and read-only callers share this signature.
     """
-    raw = np.frombuffer("a b\u3000 c".encode(), dtype=np.uint8)
-    offs = np.array([0, 2, raw.size], dtype=np.int64)
-    for data_writable in (True, False):
-        for offsets_writable in (True, False):
-            d = raw.copy()
-            o = offs.copy()
-            d.flags.writeable = data_writable
-            o.flags.writeable = offsets_writable
-            for parallel in (False, True):
-                chunk_utf8(d, o, 2, 1, parallel=parallel)
+    data = np.frombuffer("a b\u3000 c".encode(), dtype=np.uint8)
+    chunk_utf8(data, np.array([0, 2, data.size], dtype=np.int64), 2, 1)

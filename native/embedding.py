@@ -127,18 +127,15 @@ def embed_counts(data, offsets, table, out):
 
 
 def warmup() -> None:
-    """Compile every signature the engine uses (writable and read-only inputs)."""
-    text = np.frombuffer("a 中😀".encode(), dtype=np.uint8)  # read-only
-    for data in (text, text.copy()):
-        count_codepoints(data, 0, data.size, np.zeros((1, 0x110000), dtype=np.int64))
-        for offsets in (np.array([0, data.size], dtype=np.int64),):
-            for off in (offsets, _readonly(offsets)):
-                for table in (np.array([-1, 0], dtype=np.int32),):
-                    for tab in (table, _readonly(table)):
-                        embed_counts(data, off, tab, np.empty((1, 1), dtype=np.float32))
+    """Compile the kernels' one signature each (read-only text and table), or load it.
 
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    b = a.copy()
-    b.flags.writeable = False
-    return b
+    ``fastrag.embedding`` passes the text buffers as read-only views (no
+    copy), so writable and read-only callers share these signatures.
+    """
+    data = np.frombuffer("a 中😀".encode(), dtype=np.uint8)  # read-only
+    offsets = np.array([0, data.size], dtype=np.int64)
+    offsets.flags.writeable = False
+    table = np.array([-1, 0], dtype=np.int32)
+    table.flags.writeable = False
+    count_codepoints(data, 0, data.size, np.zeros((1, 0x110000), dtype=np.int64))
+    embed_counts(data, offsets, table, np.empty((1, 1), dtype=np.float32))

@@ -570,23 +570,21 @@ def merge_topk(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray,
 def warmup() -> None:
     """Compile every signature the engine uses, so no call pays the JIT.
 
-    Covers :func:`scan_topk` with a read-only and a writable corpus (queries
-    and masks always reach the kernels writable: the driver copies the few
-    that are not; "no mask" is an empty bool array of the same type), and
+    Covers :func:`scan_topk` on its one signature (the driver passes the
+    corpus as a read-only view, queries and masks writable: it copies the
+    few that are not; "no mask" is an empty bool array of the same type), and
     :func:`select_block`, :func:`init_heaps`, :func:`finalize_heaps` and
     :func:`merge_topk` on their single signature each.
     """
     d, n, k = 4, 8, 2
     queries = np.ones((1, d), dtype=np.float32)
     corpus = np.ones((n, d), dtype=np.float32)
-    frozen = corpus.copy()
-    frozen.flags.writeable = False
+    corpus.flags.writeable = False
     for mask in (np.zeros(0, dtype=np.bool_), np.ones(n, dtype=np.bool_)):
-        for c in (corpus, frozen):
-            ids = np.empty((1, 2 * k), dtype=np.int64)
-            scores = np.empty((1, 2 * k), dtype=np.float32)
-            scan_topk(queries, c, mask, 2, ids, scores)
-            merge_topk(ids, scores, k)
+        ids = np.empty((1, 2 * k), dtype=np.int64)
+        scores = np.empty((1, 2 * k), dtype=np.float32)
+        scan_topk(queries, corpus, mask, 2, ids, scores)
+        merge_topk(ids, scores, k)
         heap_ids = np.empty((1, k), dtype=np.int64)
         heap_scores = np.empty((1, k), dtype=np.float32)
         init_heaps(heap_ids, heap_scores)

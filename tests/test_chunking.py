@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive.chunking import WHITESPACE, chunk_text
 
+from fastrag._threads import max_threads, threads
 from fastrag.chunking import Chunker, Chunks
 from fastrag.errors import ConfigError, DocumentError, FastragError
 
@@ -54,13 +55,11 @@ def check(texts: list[str], window: int = 200, overlap: int = 40) -> Chunks:
     assert chunks.n_docs == len(texts)
     assert rows(chunks) == expected(texts, window, overlap)
     assert_layout(chunks)
-    # Small batches run serially; the parallel passes must give the same arrays.
-    data, offsets = utf8_layout(texts)
-    parallel = kernels.chunk_utf8(data, offsets, window, overlap, parallel=True)
-    serial = (chunks.chunk_doc, chunks.chunk_ord, chunks.chunk_start, chunks.chunk_end,
-              chunks.text_offsets, chunks.text_data)  # fmt: skip
-    for a, b in zip(parallel, serial, strict=True):
-        assert np.array_equal(a, b)
+    # One thread or several: the same arrays.
+    with threads(1):
+        single = Chunker(window=window, overlap=overlap).chunk(texts)
+    for name in ("chunk_doc", "chunk_ord", "chunk_start", "chunk_end", "text_offsets", "text_data"):
+        assert np.array_equal(getattr(chunks, name), getattr(single, name))
     return chunks
 
 
@@ -298,22 +297,27 @@ def test_bad_threads() -> None:
 
 
 @pytest.mark.skipif(JIT_DISABLED, reason="no signatures without the JIT")
-def test_warmup_compiles_read_only_variants() -> None:
+def test_warmup_covers_writable_and_read_only_inputs() -> None:
     kernels.warmup()
-    # (data, offsets) writable or not: all four, since Arrow buffers are read-only;
-    # the serial (small batch) and parallel variants alike.
-    four = {(True, True), (True, False), (False, True), (False, False)}
-    for windows_pass in (kernels._windows_pass, kernels._windows_pass_serial):
-        assert {(sig[0].mutable, sig[1].mutable) for sig in windows_pass.signatures} >= four
-    for copy_pass in (kernels._copy_pass, kernels._copy_pass_serial):
-        assert {sig[0].mutable for sig in copy_pass.signatures} >= {True, False}
+    before = (len(kernels._windows_pass.signatures), len(kernels._copy_pass.signatures))
+    # Writable and read-only callers share the one compiled signature.
+    texts = ["a b", "知识 库"]
+    data, offsets = utf8_layout(texts)
+    for d_writable in (True, False):
+        for o_writable in (True, False):
+            d, o = data.copy(), offsets.copy()
+            d.flags.writeable, o.flags.writeable = d_writable, o_writable
+            kernels.chunk_utf8(d, o, 2, 1)
+    after = (len(kernels._windows_pass.signatures), len(kernels._copy_pass.signatures))
+    assert after == before == (1, 1)
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_kernel_serial_and_parallel_agree(parallel: bool) -> None:
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_kernel_thread_counts_agree(n_threads: int) -> None:
     texts = ["  a b\u3000c ", "", "知识 库\n" * 50, "x" * 70 + " \u2029 " + "y" * 40] * 20
     data, offsets = utf8_layout(texts)
-    out = kernels.chunk_utf8(data, offsets, 9, 4, parallel=parallel)
+    with threads(min(n_threads, max_threads())):
+        out = kernels.chunk_utf8(data, offsets, 9, 4)
     got = [bytes(out[5][out[4][i] : out[4][i + 1]]).decode() for i in range(out[0].size)]
     assert got == [c for t in texts for _, _, c in chunk_text(t, 9, 4)]
 

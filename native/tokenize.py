@@ -1,0 +1,432 @@
+"""Tokenisation kernels: UTF-8 text to 64-bit token hashes, CSR per text.
+
+Text arrives in the Arrow ``large_string`` layout: one ``uint8`` buffer of
+UTF-8 bytes plus ``int64`` offsets (``data[offsets[i]:offsets[i + 1]]`` is
+text ``i``; ``offsets[0]`` need not be 0). Every code point is looked up in a
+*class table* (built by ``fastrag.tokenize`` from ``unicodedata``; code points
+past its end are separators):
+
+- ``WORD`` (letters and numbers of alphabetic scripts): runs of them are
+  words;
+- ``MARK`` (combining marks): part of the word they follow, ignored elsewhere
+  (they never break a CJK run);
+- ``CJK`` (Han, Kana, Hangul letters): every character is a token (unigram)
+  and so is every pair of neighbours within a run (bigram);
+- ``SEP`` (everything else: space, punctuation, symbols): ends a word or run.
+
+Every code point of a token is first mapped through a *fold table* (width
+folding of the full-width ASCII block and, optionally, lower-casing; code
+points past its end map to themselves). A token is identified by the 64-bit
+FNV-1a hash of the UTF-8 bytes of its folded text, so no dictionary is needed
+in the kernel; the hash of a bigram continues the hash of its first character.
+Tokens whose hash is in a sorted ``stop`` array are dropped.
+
+The Python side validates everything; these kernels trust their arguments but
+never read or write out of bounds, even on malformed UTF-8 (a byte that does
+not start a complete sequence is a separator).
+
+FNV-1a multiplies in wrapping 64-bit arithmetic: Numba wraps silently, and the
+drivers below run under ``numpy.errstate(over="ignore")`` so the pure-Python
+run (``NUMBA_DISABLE_JIT=1``) wraps without a warning too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from ._jit import kernel, parallel_kernel
+
+__all__ = [
+    "CJK",
+    "CJK_BIGRAM",
+    "CJK_BOTH",
+    "CJK_UNIGRAM",
+    "FNV_OFFSET",
+    "FNV_PRIME",
+    "MARK",
+    "PARALLEL_MIN_BYTES",
+    "SEP",
+    "WORD",
+    "hash_strings",
+    "tokenize_utf8",
+    "warmup",
+]
+
+SEP = 0
+WORD = 1
+CJK = 2
+MARK = 3
+
+CJK_BOTH = 0
+"""CJK mode: unigrams and bigrams."""
+CJK_UNIGRAM = 1
+"""CJK mode: unigrams only."""
+CJK_BIGRAM = 2
+"""CJK mode: bigrams only (a run of one character gives its unigram)."""
+
+FNV_OFFSET = 0xCBF29CE484222325
+"""FNV-1a 64-bit offset basis (the hash of the empty string)."""
+FNV_PRIME = 0x100000001B3
+"""FNV-1a 64-bit prime."""
+
+KIND_CJK = 2
+"""``kinds`` value of a CJK token (``1`` is a word)."""
+
+
+@kernel(inline="always")
+def _fnv_byte(h, b):  # pragma: no cover - inlined
+    """One FNV-1a step: ``(h ^ b) * prime`` modulo 2**64."""
+    return (h ^ np.uint64(b)) * np.uint64(0x100000001B3)
+
+
+@kernel(inline="always")
+def _fnv_cp(h, cp):  # pragma: no cover - inlined
+    """Feed the UTF-8 encoding of code point ``cp`` to the hash ``h``."""
+    if cp < 0x80:
+        return _fnv_byte(h, cp)
+    if cp < 0x800:
+        h = _fnv_byte(h, 0xC0 | (cp >> 6))
+        return _fnv_byte(h, 0x80 | (cp & 0x3F))
+    if cp < 0x10000:
+        h = _fnv_byte(h, 0xE0 | (cp >> 12))
+        h = _fnv_byte(h, 0x80 | ((cp >> 6) & 0x3F))
+        return _fnv_byte(h, 0x80 | (cp & 0x3F))
+    h = _fnv_byte(h, 0xF0 | (cp >> 18))
+    h = _fnv_byte(h, 0x80 | ((cp >> 12) & 0x3F))
+    h = _fnv_byte(h, 0x80 | ((cp >> 6) & 0x3F))
+    return _fnv_byte(h, 0x80 | (cp & 0x3F))
+
+
+@kernel(inline="always")
+def _decode(data, p, hi):  # pragma: no cover - inlined
+    """Decode the code point at ``data[p]`` (``p < hi``); return ``(cp, width)``.
+
+    A byte that does not start a complete sequence within ``hi`` decodes to
+    ``-1`` (a separator) of width 1. Continuation bytes are not checked.
+    """
+    b0 = np.int64(data[p])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xC0 or b0 >= 0xF8:
+        return -1, 1
+    if b0 < 0xE0:
+        if p + 1 >= hi:
+            return -1, 1
+        return ((b0 & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F), 2
+    if b0 < 0xF0:
+        if p + 2 >= hi:
+            return -1, 1
+        return (
+            ((b0 & 0x0F) << 12)
+            | ((np.int64(data[p + 1]) & 0x3F) << 6)
+            | (np.int64(data[p + 2]) & 0x3F)
+        ), 3
+    if p + 3 >= hi:
+        return -1, 1
+    return (
+        ((b0 & 0x07) << 18)
+        | ((np.int64(data[p + 1]) & 0x3F) << 12)
+        | ((np.int64(data[p + 2]) & 0x3F) << 6)
+        | (np.int64(data[p + 3]) & 0x3F)
+    ), 4
+
+
+@kernel(inline="always")
+def _is_stop(stop, h):  # pragma: no cover - inlined
+    """Whether ``h`` is in the sorted array ``stop`` (binary search)."""
+    lo = 0
+    hi = stop.size
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if stop[mid] < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < stop.size and stop[lo] == h
+
+
+@kernel(inline="always")
+def _emit(h, start, end, kind, stop, out_hash, out_start, out_end, out_kind, o, spans):  # pragma: no cover - inlined
+    """Write one token at ``o`` unless it is a stop word; return the next slot."""
+    if stop.size and _is_stop(stop, h):
+        return o
+    if out_hash.size:
+        out_hash[o] = h
+        if spans:
+            out_start[o] = start
+            out_end[o] = end
+            out_kind[o] = kind
+    return o + 1
+
+
+@kernel
+def _tokenize_text(
+    data, lo, hi, classes, fold, stop, cjk_mode, out_hash, out_start, out_end, out_kind, o, spans
+):
+    """Tokenise ``data[lo:hi]``; write tokens from slot ``o``; return the next slot.
+
+    With ``out_hash.size == 0`` nothing is written and the return value
+    counts the tokens (pass 1). Word tokens record the byte span of their
+    source text and kind 1; CJK unigrams the span of their character, bigrams
+    that of both characters, kind 2 (only when ``spans``).
+    """
+    offset = np.uint64(0xCBF29CE484222325)
+    n_classes = classes.size
+    n_fold = fold.size
+    uni = cjk_mode != 2  # CJK_BIGRAM
+    bi = cjk_mode != 1  # CJK_UNIGRAM
+    state = 0  # 0: between tokens, 1: in a word, 2: in a CJK run
+    h = offset
+    w_start = 0
+    w_end = 0
+    prev = offset  # hash of the previous CJK character
+    prev_start = 0
+    run = 0  # characters in the current CJK run
+    p = lo
+    while p < hi:
+        cp, width = _decode(data, p, hi)
+        c = classes[cp] if 0 <= cp < n_classes else 0
+        if c == 0:
+            if state == 1:
+                o = _emit(h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans)
+            elif state == 2 and run == 1 and not uni:
+                o = _emit(prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+            state = 0
+        else:
+            f = fold[cp] if cp < n_fold else cp
+            if c == 1:
+                if state != 1:
+                    if state == 2 and run == 1 and not uni:
+                        o = _emit(prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                    state = 1
+                    h = offset
+                    w_start = p
+                h = _fnv_cp(h, f)
+                w_end = p + width
+            elif c == 3:
+                if state == 1:
+                    h = _fnv_cp(h, f)
+                    w_end = p + width
+            else:  # CJK
+                if state == 1:
+                    o = _emit(h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                u = _fnv_cp(offset, f)
+                if uni:
+                    o = _emit(u, p, p + width, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                if state == 2:
+                    if bi:
+                        o = _emit(
+                            _fnv_cp(prev, f),
+                            prev_start,
+                            p + width,
+                            2,
+                            stop,
+                            out_hash,
+                            out_start,
+                            out_end,
+                            out_kind,
+                            o,
+                            spans,
+                        )
+                    run += 1
+                else:
+                    run = 1
+                state = 2
+                prev = u
+                prev_start = p
+        p += width
+    if state == 1:
+        o = _emit(h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans)
+    elif state == 2 and run == 1 and not uni:
+        o = _emit(prev, prev_start, hi, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+    return o
+
+
+@parallel_kernel
+def _count_pass(data, offsets, classes, fold, stop, cjk_mode, counts):
+    """Pass 1, parallel over texts: ``counts[i]`` = number of tokens of text ``i``."""
+    empty_h = np.empty(0, dtype=np.uint64)
+    empty_i = np.empty(0, dtype=np.int64)
+    empty_k = np.empty(0, dtype=np.uint8)
+    for i in prange(offsets.size - 1):
+        counts[i] = _tokenize_text(
+            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
+            empty_h, empty_i, empty_i, empty_k, 0, False,
+        )
+
+
+@kernel
+def _count_pass_serial(data, offsets, classes, fold, stop, cjk_mode, counts):
+    """Serial twin of :func:`_count_pass` (small batches: no thread wake-up)."""
+    empty_h = np.empty(0, dtype=np.uint64)
+    empty_i = np.empty(0, dtype=np.int64)
+    empty_k = np.empty(0, dtype=np.uint8)
+    for i in range(offsets.size - 1):
+        counts[i] = _tokenize_text(
+            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
+            empty_h, empty_i, empty_i, empty_k, 0, False,
+        )
+
+
+@parallel_kernel
+def _fill_pass(
+    data, offsets, classes, fold, stop, cjk_mode, tok_offsets, out_hash, out_start, out_end,
+    out_kind, spans,
+):
+    """Pass 2, parallel over texts: write the tokens of text ``i`` from ``tok_offsets[i]``."""
+    for i in prange(offsets.size - 1):
+        _tokenize_text(
+            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
+            out_hash, out_start, out_end, out_kind, tok_offsets[i], spans,
+        )
+
+
+@kernel
+def _fill_pass_serial(
+    data, offsets, classes, fold, stop, cjk_mode, tok_offsets, out_hash, out_start, out_end,
+    out_kind, spans,
+):
+    """Serial twin of :func:`_fill_pass`."""
+    for i in range(offsets.size - 1):
+        _tokenize_text(
+            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
+            out_hash, out_start, out_end, out_kind, tok_offsets[i], spans,
+        )
+
+
+@kernel
+def _hash_pass(data, offsets, out):
+    """``out[i]`` = FNV-1a 64 of the bytes of string ``i`` (no tokenisation)."""
+    for i in range(offsets.size - 1):
+        h = np.uint64(0xCBF29CE484222325)
+        for p in range(offsets[i], offsets[i + 1]):
+            h = _fnv_byte(h, data[p])
+        out[i] = h
+
+
+PARALLEL_MIN_BYTES = 1 << 16
+"""Below this many input bytes (or with one text) the passes run serially."""
+
+
+def tokenize_utf8(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    classes: np.ndarray,
+    fold: np.ndarray,
+    stop: np.ndarray,
+    cjk_mode: int,
+    *,
+    spans: bool = False,
+    parallel: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Tokenise every text into 64-bit token hashes (CSR over texts).
+
+    Parameters
+    ----------
+    data : uint8[::1]
+        UTF-8 bytes of all texts (read-only is fine); never written.
+    offsets : int64[::1]
+        ``n + 1`` non-decreasing offsets into ``data`` (read-only is fine).
+    classes : uint8[::1]
+        Class of every code point below ``classes.size`` (``SEP``, ``WORD``,
+        ``CJK``, ``MARK``); code points past the end are separators.
+    fold : int32[::1]
+        Folded (and possibly lower-cased) code point of every code point
+        below ``fold.size``; code points past the end map to themselves.
+    stop : uint64[::1]
+        Sorted hashes of the tokens to drop (may be empty).
+    cjk_mode : int
+        ``CJK_BOTH``, ``CJK_UNIGRAM`` or ``CJK_BIGRAM``.
+    spans : bool, default False
+        Also return the source byte span and the kind of every token.
+    parallel : bool, optional
+        Run the passes in parallel over texts; default: when there are at
+        least two texts and :data:`PARALLEL_MIN_BYTES` bytes.
+
+    Returns
+    -------
+    hashes : uint64[n_tokens]
+        FNV-1a 64 hash of every token's folded UTF-8 text, text after text.
+    tok_offsets : int64[n + 1]
+        Text ``i`` has tokens ``hashes[tok_offsets[i]:tok_offsets[i + 1]]``.
+    starts, ends : int64[n_tokens]
+        Absolute byte span in ``data`` of every token's source text (only
+        when ``spans``; else empty).
+    kinds : uint8[n_tokens]
+        ``1`` for a word, ``2`` for a CJK unigram or bigram (only when
+        ``spans``; else empty).
+    """
+    n = offsets.size - 1
+    if parallel is None:
+        parallel = n > 1 and offsets[-1] - offsets[0] >= PARALLEL_MIN_BYTES
+    count = _count_pass if parallel else _count_pass_serial
+    fill = _fill_pass if parallel else _fill_pass_serial
+    counts = np.empty(n, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        count(data, offsets, classes, fold, stop, cjk_mode, counts)
+        tok_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=tok_offsets[1:])
+        total = int(tok_offsets[-1])
+        hashes = np.empty(total, dtype=np.uint64)
+        m = total if spans else 0
+        starts = np.empty(m, dtype=np.int64)
+        ends = np.empty(m, dtype=np.int64)
+        kinds = np.empty(m, dtype=np.uint8)
+        if total:
+            fill(
+                data, offsets, classes, fold, stop, cjk_mode, tok_offsets, hashes, starts, ends,
+                kinds, spans,
+            )
+    return hashes, tok_offsets, starts, ends, kinds
+
+
+def hash_strings(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Return the FNV-1a 64 hash of the bytes of every string (no tokenisation).
+
+    Parameters
+    ----------
+    data : uint8[::1]
+        UTF-8 bytes of the strings.
+    offsets : int64[::1]
+        ``n + 1`` offsets into ``data``.
+
+    Returns
+    -------
+    uint64[n]
+        The hashes; equal to the token hash of a token whose folded text is
+        the string.
+    """
+    out = np.empty(offsets.size - 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        _hash_pass(data, offsets, out)
+    return out
+
+
+def warmup() -> None:
+    """Compile :func:`tokenize_utf8` and :func:`hash_strings` for the signatures used.
+
+    Data and offsets are each compiled writable and read-only, serial and
+    parallel, with and without spans; the tables are always writable
+    (``fastrag.tokenize`` builds them).
+    """
+    raw = np.frombuffer("Ab, c\u00e9 \u4e2d\u6587 x".encode(), dtype=np.uint8)
+    offs = np.array([0, 3, raw.size], dtype=np.int64)
+    classes = np.zeros(0x10000, dtype=np.uint8)
+    classes[ord("A") : ord("z") + 1] = WORD
+    classes[0x4E00:0xA000] = CJK
+    classes[0x300:0x370] = MARK
+    fold = np.arange(0x10000, dtype=np.int32)
+    stop = np.zeros(1, dtype=np.uint64)
+    for data_writable in (True, False):
+        for offsets_writable in (True, False):
+            d = raw.copy()
+            o = offs.copy()
+            d.flags.writeable = data_writable
+            o.flags.writeable = offsets_writable
+            for parallel in (False, True):
+                for spans in (False, True):
+                    tokenize_utf8(
+                        d, o, classes, fold, stop, CJK_BOTH, spans=spans, parallel=parallel
+                    )
+            hash_strings(d, o)
