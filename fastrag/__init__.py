@@ -25,6 +25,7 @@ from .errors import (
     EmbedderError,
     EmbedderMismatchError,
     FastragError,
+    GenerationError,
     NotFittedError,
     SearchIndexError,
     StoreCorruptedError,
@@ -34,12 +35,14 @@ from .errors import (
 )
 from .pipeline import BuildProgress, KnowledgeBase
 from .snapshots import SnapshotInfo
-from .types import Document, Hit
+from .generation import ExtractiveGenerator, Generator
+from .types import Answer, Document, Generation, Hit
 from .warmup import warmup
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Answer",
     "BuildProgress",
     "Chunker",
     "ConfigError",
@@ -50,7 +53,11 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbedderMismatchError",
+    "ExtractiveGenerator",
     "FastragError",
+    "Generation",
+    "GenerationError",
+    "Generator",
     "Hit",
     "KERNEL_ABI",
     "KnowledgeBase",

@@ -1,6 +1,7 @@
 """The ``fastrag`` command: parses arguments, calls the library, prints.
 
-Exit status: 0 on success, 1 when fastrag reports an error, 2 on bad usage.
+Exit status: 0 on success, 1 when fastrag reports an error (one line naming
+the problem; ``--debug`` adds the traceback), 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import argparse
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,23 +18,35 @@ from typing import Any
 import orjson
 
 from . import __version__
+from .batch import BatchProgress, answer_file
 from .datasets import demo_documents
 from .embedding import DEFAULT_MAX_FEATURES, VocabularyEmbedder
 from .errors import FastragError
 from .pipeline import BuildProgress, KnowledgeBase
-from .sources import read_documents
-from .types import Hit
+from .sources import iter_documents
+from .types import Answer, Hit
 from .warmup import warmup
 
 DEMO_QUESTIONS = (
-    "How many days in advance must annual leave be requested?",
-    "报销需要在多少天内提交？",
-    "What are the core hours for remote work?",
+    "年假怎么申请？",
+    "How many days do I have to submit an expense report?",
     "设备丢失后多久内要报告？",
+    "公司食堂几点开门？",
 )
 
 
-def _progress(stream: Any) -> Any:
+class _Failures:
+    """Files that could not be read: reported as they happen, counted for the exit status."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, path: Path, reason: str) -> None:
+        self.count += 1
+        print(f"fastrag: skipped {path}: {reason}", file=sys.stderr)
+
+
+def _build_progress(stream: Any) -> Any:
     last = [0.0]
 
     def report(p: BuildProgress) -> None:
@@ -43,23 +57,129 @@ def _progress(stream: Any) -> Any:
         rate = p.text_bytes / 1e6 / p.seconds if p.seconds > 0 else 0.0
         end = "\n" if p.stage == "done" else "\r"
         stream.write(
-            f"  {p.stage:5s} {p.documents:>10,} docs {p.chunks:>12,} chunks "
-            f"{p.text_bytes / 1e6:>9.1f} MB  {rate:7.1f} MB/s  {p.seconds:6.1f} s{end}"
+            f"  {p.documents:>10,} docs {p.chunks:>12,} chunks {p.text_bytes / 1e6:>9.1f} MB "
+            f"{rate:7.1f} MB/s {p.seconds:7.1f} s{end}"
         )
         stream.flush()
 
     return report
 
 
-def _snippet(text: str, width: int = 100) -> str:
+def _batch_progress(stream: Any) -> Any:
+    last = [0.0]
+
+    def report(p: BatchProgress) -> None:
+        now = time.perf_counter()
+        if now - last[0] < 0.5 and p.done != p.total:
+            return
+        last[0] = now
+        rate = p.done / p.seconds if p.seconds > 0 else 0.0
+        if p.total:
+            width = 30
+            filled = int(width * p.done / p.total)
+            eta = (p.total - p.done) / rate if rate > 0 else 0.0
+            stream.write(
+                f"\r  [{'#' * filled}{'.' * (width - filled)}] {p.done:,}/{p.total:,} "
+                f"{rate:,.0f} q/s ETA {eta:,.0f} s "
+            )
+        else:
+            stream.write(f"\r  {p.done:,} questions {rate:,.0f} q/s ")
+        stream.flush()
+
+    return report
+
+
+def _snippet(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _print_hits(hits: list[Hit]) -> None:
+def _print_hits(hits: Sequence[Hit]) -> None:
     for rank, h in enumerate(hits, 1):
         title = f" · {h.title}" if h.title else ""
         print(f"  [{rank}] {h.score:.3f}  {h.doc_id}#{h.ord}{title}")
-        print(f"      {_snippet(h.text)}")
+        print(f"      {_snippet(h.text, 100)}")
+
+
+def _print_answer(ans: Answer) -> None:
+    print(f"Q: {ans.question}")
+    previews = " | ".join(_snippet(h.text, 40) for h in ans.hits)
+    print(f"retrieved {len(ans.hits)} chunks: {previews}")
+    print(f"A: {ans.text}")
+    for marker, hit in sorted(ans.citations.items()):
+        title = f" · {hit.title}" if hit.title else ""
+        print(f"  [{marker}] {hit.doc_id}#{hit.ord}{title}")
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    failures = _Failures()
+    embedder = VocabularyEmbedder(None if args.max_features == 0 else args.max_features)
+    print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
+    t0 = time.perf_counter()
+    kb = KnowledgeBase.build(
+        iter_documents(args.paths, on_error=failures),
+        window=args.window,
+        overlap=args.overlap,
+        embedder=embedder,
+        threads=args.threads,
+        progress=_build_progress(sys.stderr),
+    )
+    sid = kb.save(args.kb, overwrite=args.overwrite)
+    s = kb.stats()
+    print(
+        f"indexed {s['documents']:,} documents, {s['chunks']:,} chunks (dim {s['dim']}) in "
+        f"{time.perf_counter() - t0:.1f} s into {args.kb} (snapshot {sid})"
+    )
+    if failures.count:
+        print(f"fastrag: error: {failures.count} file(s) could not be read", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    kb = KnowledgeBase.load(args.kb)
+    ans = kb.answer(args.question, k=args.k, threads=args.threads)
+    if args.json:
+        sys.stdout.write(orjson.dumps(ans.to_dict()).decode() + "\n")
+    else:
+        _print_answer(ans)
+    return 0
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    kb = KnowledgeBase.load(args.kb)
+    summary = answer_file(
+        kb,
+        args.questions,
+        args.out,
+        k=args.k,
+        batch_size=args.batch_size,
+        resume=args.resume,
+        threads=args.threads,
+        progress=_batch_progress(sys.stderr),
+    )
+    print(file=sys.stderr)
+    print(
+        f"{summary.questions:,} questions: {summary.answered:,} answered "
+        f"({summary.found:,} found, {summary.not_found:,} not found), {summary.errors:,} errors"
+        + (f", {summary.skipped:,} already done" if summary.skipped else "")
+        + f"; {summary.seconds:.1f} s, {summary.questions_per_second:,.0f} questions/s; "
+        f"answers citing a hit: {summary.cited_share:.1%}; written to {args.out}"
+    )
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    kb = KnowledgeBase.load(args.kb)
+    for question in args.question:
+        hits = kb.retrieve(question, k=args.k, threads=args.threads)
+        if args.json:
+            payload = {"question": question, "hits": [_hit_json(h, i) for i, h in enumerate(hits, 1)]}
+            sys.stdout.write(orjson.dumps(payload).decode() + "\n")
+        else:
+            print(f"Q: {question}")
+            _print_hits(hits)
+    return 0
 
 
 def _hit_json(h: Hit, rank: int) -> dict[str, Any]:
@@ -74,43 +194,6 @@ def _hit_json(h: Hit, rank: int) -> dict[str, Any]:
         "text": h.text,
         "metadata": h.metadata,
     }
-
-
-def cmd_build(args: argparse.Namespace) -> int:
-    embedder = VocabularyEmbedder(None if args.max_features == 0 else args.max_features)
-    print(f"building {args.output} from {args.source}", file=sys.stderr)
-    kb = KnowledgeBase.build(
-        read_documents(args.source),
-        window=args.window,
-        overlap=args.overlap,
-        embedder=embedder,
-        threads=args.threads,
-        progress=_progress(sys.stderr),
-    )
-    sid = kb.save(args.output, overwrite=args.overwrite)
-    s = kb.stats()
-    print(
-        f"saved {s['documents']:,} documents, {s['chunks']:,} chunks (dim {s['dim']}) "
-        f"to {args.output} (snapshot {sid})"
-    )
-    return 0
-
-
-def cmd_query(args: argparse.Namespace) -> int:
-    kb = KnowledgeBase.load(args.kb)
-    for question in args.question:
-        hits = kb.retrieve(question, k=args.k, threads=args.threads)
-        if args.json:
-            sys.stdout.write(
-                orjson.dumps(
-                    {"question": question, "hits": [_hit_json(h, i) for i, h in enumerate(hits, 1)]}
-                ).decode()
-                + "\n"
-            )
-        else:
-            print(f"Q: {question}")
-            _print_hits(hits)
-    return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -133,64 +216,89 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     print(
-        "fastrag: loading the kernels (the first run compiles them, about a minute; "
-        "later runs load them from the cache)",
+        "fastrag: loading the kernels (the first run compiles them; later runs load them "
+        "from the cache)",
         file=sys.stderr,
         flush=True,
     )
     warm = warmup()
-    docs = demo_documents()
-    kb = KnowledgeBase.build(docs)
+    kb = KnowledgeBase.build(demo_documents())
     with tempfile.TemporaryDirectory(prefix="fastrag-demo-") as tmp:
         target = Path(args.kb) if args.kb else Path(tmp) / "kb"
-        sid = kb.save(target, overwrite=True)
+        kb.save(target, overwrite=True)
         kb = KnowledgeBase.load(target)
         s = kb.stats()
+        where = target if args.kb else "a temporary folder"
         print(
-            f"fastrag {__version__} demo: {s['documents']} documents, {s['chunks']} chunks, "
-            f"dim {s['dim']}, saved to {target if args.kb else 'a temporary folder'} "
-            f"(snapshot {sid}) and reloaded; kernels ready in {warm:.2f} s"
+            f"fastrag {__version__} demo: {s['documents']} documents, {s['chunks']} chunks "
+            f"(dim {s['dim']}), saved to {where} and loaded back; kernels ready in {warm:.2f} s"
         )
         for question in args.question or DEMO_QUESTIONS:
-            t = time.perf_counter()
-            hits = kb.retrieve(question, k=args.k)
-            ms = (time.perf_counter() - t) * 1e3
-            print(f"\nQ: {question}   ({ms:.2f} ms)")
-            _print_hits(hits)
+            print()
+            ans = kb.answer(question, k=args.k)
+            _print_answer(ans)
+            print(f"  ({ans.timings['total'] * 1e3:.2f} ms)")
     print(f"\ndone in {time.perf_counter() - t0:.2f} s")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fastrag`` command."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
+    )
     parser = argparse.ArgumentParser(
-        prog="fastrag", description="Fast, honest retrieval-augmented question answering."
+        prog="fastrag",
+        description="Fast, honest retrieval-augmented question answering.",
+        parents=[common],
     )
     parser.add_argument("--version", action="version", version=f"fastrag {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("demo", help="build, save, reload and query the bundled demo knowledge base")
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, parents=[common])
+
+    p = add("demo", "build the bundled demo knowledge base and answer sample questions")
     p.add_argument("--kb", help="keep the demo knowledge base in this folder")
-    p.add_argument("-k", type=int, default=3, help="hits per question (default 3)")
+    p.add_argument("-k", type=int, default=3, help="chunks per question (default 3)")
     p.add_argument("question", nargs="*", help="questions to ask instead of the built-in ones")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("build", help="build a knowledge base from a .jsonl file or a text folder")
-    p.add_argument("source", help="JSON Lines file ({id, text, ...} per line) or folder of .txt/.md")
-    p.add_argument("-o", "--output", required=True, help="knowledge-base folder to write")
+    p = add("index", "index files and folders (.txt .md .jsonl .csv) into a knowledge base")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
+    p.add_argument("--kb", required=True, help="knowledge-base folder to write")
     p.add_argument("--window", type=int, default=200, help="chunk size in characters (200)")
     p.add_argument("--overlap", type=int, default=40, help="chunk overlap in characters (40)")
     p.add_argument(
         "--max-features",
         type=int,
         default=DEFAULT_MAX_FEATURES,
-        help=f"vocabulary cap of the embedder, 0 = no cap ({DEFAULT_MAX_FEATURES})",
+        help=f"vocabulary cap of the embedder, 0 = none ({DEFAULT_MAX_FEATURES})",
     )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--overwrite", action="store_true", help="replace a different knowledge base")
-    p.set_defaults(func=cmd_build)
+    p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("query", help="retrieve the chunks most similar to questions")
+    p = add("ask", "answer one question, citing the chunks it stands on")
+    p.add_argument("question")
+    p.add_argument("--kb", required=True, help="knowledge-base folder")
+    p.add_argument("-k", "--k", type=int, default=5, help="chunks retrieved (default 5)")
+    p.add_argument("--threads", type=int, default=None, help="Numba threads")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    p.set_defaults(func=cmd_ask)
+
+    p = add("batch", "answer a file of questions (.txt .jsonl .csv .parquet) into .jsonl/.parquet")
+    p.add_argument("questions", help="questions file")
+    p.add_argument("--kb", required=True, help="knowledge-base folder")
+    p.add_argument("--out", required=True, help="answers file (.jsonl or .parquet)")
+    p.add_argument("-k", "--k", type=int, default=5, help="chunks per question (default 5)")
+    p.add_argument("--batch-size", type=int, default=1024, help="questions per batch (1024)")
+    p.add_argument("--resume", action="store_true", help="keep finished rows of --out, do the rest")
+    p.add_argument("--threads", type=int, default=None, help="Numba threads")
+    p.set_defaults(func=cmd_batch)
+
+    p = add("query", "retrieve the chunks most similar to questions (no answer)")
     p.add_argument("kb", help="knowledge-base folder")
     p.add_argument("question", nargs="+", help="one or more questions")
     p.add_argument("-k", type=int, default=5, help="hits per question (default 5)")
@@ -198,11 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object per question")
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("info", help="print a knowledge base's statistics and snapshots as JSON")
+    p = add("info", "print a knowledge base's statistics and snapshots as JSON")
     p.add_argument("kb", help="knowledge-base folder")
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("warmup", help="compile (or load cached) kernels and report the time")
+    p = add("warmup", "compile (or load cached) kernels and report the time")
     p.set_defaults(func=cmd_warmup)
     return parser
 
@@ -210,14 +318,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     args = build_parser().parse_args(argv)
+    args.debug = getattr(args, "debug", False)
     try:
         return int(args.func(args))
     except FastragError as exc:
+        if args.debug:
+            traceback.print_exc()
         print(f"fastrag: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("fastrag: interrupted", file=sys.stderr)
+        print("\nfastrag: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"fastrag: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -43,6 +43,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingResponseError",
     "FastragError",
+    "GenerationError",
     "ModelError",
     "ModelResponseError",
     "ModelTimeoutError",
@@ -188,3 +189,7 @@ class RateLimitError(RetryExhaustedError):
 
 class ModelTimeoutError(RetryExhaustedError, TimeoutError):
     """The server did not answer in time, on the last of the allowed attempts."""
+
+
+class GenerationError(FastragError):
+    """A generator failed or returned something that is not an answer."""

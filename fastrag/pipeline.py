@@ -31,6 +31,8 @@ from .errors import (
     EmbedderError,
 )
 from .exact import exact_topk
+from .generation import Generator, as_generator
+from .prompt import build_user_message
 from .snapshots import (
     SnapshotInfo,
     list_snapshots,
@@ -40,11 +42,25 @@ from .snapshots import (
     write_snapshot,
 )
 from .store import ChunkStore, build_batch, metadata_of
-from .types import Hit
+from .types import Answer, Generation, Hit
 
-__all__ = ["BuildProgress", "KnowledgeBase"]
+__all__ = ["ANSWER_BATCH_SCHEMA", "BuildProgress", "KnowledgeBase"]
 
 INDEX_KINDS = ("exact",)
+
+ANSWER_BATCH_SCHEMA = pa.schema(
+    [
+        pa.field("query_index", pa.int32(), nullable=False),
+        pa.field("question", pa.string()),
+        pa.field("answer", pa.string()),
+        pa.field("found", pa.bool_(), nullable=False),
+        pa.field("chunk_ids", pa.list_(pa.int64())),
+        pa.field("scores", pa.list_(pa.float32())),
+        pa.field("citations", pa.list_(pa.int64())),
+        pa.field("error", pa.string()),
+    ]
+)
+"""Columns of :meth:`KnowledgeBase.answer_batch`."""
 
 _BATCH_SCHEMA = pa.schema(
     [
@@ -486,6 +502,144 @@ class KnowledgeBase:
             schema=_BATCH_SCHEMA,
         )
 
+    # -- answers -----------------------------------------------------------------
+    def answer(
+        self,
+        question: str,
+        k: int = 5,
+        *,
+        generator: Generator | Callable[..., Any] | None = None,
+        threads: int | None = None,
+    ) -> Answer:
+        """Answer a question from the knowledge base, citing the chunks it uses.
+
+        Parameters
+        ----------
+        question : str
+            The question.
+        k : int, default 5
+            Chunks retrieved and handed to the generator.
+        generator : callable, optional
+            ``generator(question, hits) -> Generation | str``; default the
+            offline :class:`~fastrag.ExtractiveGenerator`. Use
+            :class:`~fastrag.OpenAIChatGenerator` for a model.
+        threads : int, optional
+            Numba threads for retrieval.
+
+        Returns
+        -------
+        Answer
+            The text, whether it was found, the hits and the citations.
+        """
+        t0 = time.perf_counter()
+        _check_question(question)
+        k = _check_k(k)
+        generate = as_generator(generator)
+        vectors = self.embed_questions([question], threads=threads)
+        t1 = time.perf_counter()
+        rows, scores = self.search(vectors, k, threads=threads)
+        t2 = time.perf_counter()
+        hits = self.hits(rows[0], scores[0])
+        t3 = time.perf_counter()
+        generation = generate(question, hits)
+        t4 = time.perf_counter()
+        timings = {
+            "embed": t1 - t0,
+            "search": t2 - t1,
+            "hits": t3 - t2,
+            "generate": t4 - t3,
+            "total": t4 - t0,
+        }
+        return _make_answer(question, hits, generation, timings)
+
+    def answer_batch(
+        self,
+        questions: Sequence[str],
+        k: int = 5,
+        *,
+        generator: Generator | Callable[..., Any] | None = None,
+        threads: int | None = None,
+    ) -> pa.Table:
+        """Answer many questions: one embedding call and one batched top-k for all.
+
+        A question that fails (an empty question, a generator error such as a
+        model timeout) gets its ``error`` column filled and ``found`` False;
+        the others are answered. Identical questions are answered once and
+        the answer repeated.
+
+        Returns
+        -------
+        pyarrow.Table
+            One row per question, in input order: ``query_index``,
+            ``question``, ``answer``, ``found``, ``chunk_ids``, ``scores``,
+            ``citations`` (chunk ids the answer cites), ``error``.
+        """
+        if isinstance(questions, str):
+            raise ConfigError("answer_batch() takes a sequence of questions; use answer()")
+        questions = list(questions)
+        k = _check_k(k)
+        generate = as_generator(generator)
+        m = len(questions)
+        errors: list[str | None] = [None] * m
+        valid = []
+        for i, q in enumerate(questions):
+            try:
+                _check_question(q, f"question {i}")
+                valid.append(i)
+            except ConfigError as exc:
+                errors[i] = str(exc)
+        # Identical questions are retrieved and answered once.
+        unique: dict[str, int] = {}
+        for i in valid:
+            unique.setdefault(questions[i], len(unique))
+        texts = list(unique)
+        u_hits: list[list[Hit]] = [[] for _ in texts]
+        if texts:
+            vectors = self.embed_questions(texts, threads=threads)
+            rows, scores = self.search(vectors, k, threads=threads)
+            u_hits = self._hits_matrix(rows, scores)
+        u_out: list[Generation | str] = []
+        for text, hits in zip(texts, u_hits):
+            try:
+                u_out.append(generate(text, hits))
+            except Exception as exc:  # noqa: BLE001 - one question's failure is reported, not raised
+                u_out.append(f"{type(exc).__name__}: {exc}")
+        hits_of: list[list[Hit]] = [[] for _ in range(m)]
+        answers: list[str | None] = [None] * m
+        found = [False] * m
+        cited: list[list[int]] = [[] for _ in range(m)]
+        for i in valid:
+            u = unique[questions[i]]
+            hits_of[i] = u_hits[u]
+            out = u_out[u]
+            if isinstance(out, str):
+                errors[i] = out
+                continue
+            answers[i] = out.text
+            found[i] = out.found
+            cited[i] = [u_hits[u][c - 1].chunk_id for c in out.citations if 1 <= c <= len(u_hits[u])]
+        return pa.table(
+            [
+                pa.array(np.arange(m, dtype=np.int32)),
+                pa.array([q if isinstance(q, str) else repr(q) for q in questions], pa.string()),
+                pa.array(answers, pa.string()),
+                pa.array(found, pa.bool_()),
+                pa.array([[h.chunk_id for h in hs] for hs in hits_of], pa.list_(pa.int64())),
+                pa.array([[h.score for h in hs] for hs in hits_of], pa.list_(pa.float32())),
+                pa.array(cited, pa.list_(pa.int64())),
+                pa.array(errors, pa.string()),
+            ],
+            schema=ANSWER_BATCH_SCHEMA,
+        )
+
+    def _hits_matrix(self, rows: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:
+        """Hits for every row of a ``search`` result, materialised in one table read."""
+        m, kk = rows.shape
+        if kk == 0:
+            return [[] for _ in range(m)]
+        flat = self.hits(rows.reshape(-1), scores.reshape(-1))
+        return [flat[i * kk : (i + 1) * kk] for i in range(m)]
+
     # -- introspection -----------------------------------------------------------
     def __len__(self) -> int:
         return len(self._store)
@@ -621,4 +775,19 @@ def _assemble(
         updated_at=docs_field("updated_at"),
         acl=docs_field("acl"),
         metadata=docs_field("metadata"),
+    )
+
+
+def _make_answer(
+    question: str, hits: list[Hit], generation: Generation, timings: dict[str, float]
+) -> Answer:
+    return Answer(
+        question=question,
+        text=generation.text,
+        found=generation.found,
+        hits=tuple(hits),
+        citations={c: hits[c - 1] for c in generation.citations if 1 <= c <= len(hits)},
+        prompt=generation.prompt if generation.prompt is not None else build_user_message(question, hits),
+        timings=timings,
+        model=generation.model,
     )

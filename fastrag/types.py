@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Document", "Generation", "Hit"]
+__all__ = ["Answer", "Document", "Generation", "Hit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +104,64 @@ class Generation:
     prompt: str | None = None
     model: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer and everything it stands on.
+
+    Attributes
+    ----------
+    question : str
+        The question asked.
+    text : str
+        The answer, citing hits as ``[n]`` (``[1]`` is ``hits[0]``); the
+        "not found" message when ``found`` is False.
+    found : bool
+        False when the knowledge base does not hold the answer.
+    hits : tuple of Hit
+        The retrieved chunks, best first, that the answer was drawn from.
+    citations : dict of int to Hit
+        The markers the text cites and the hits they point at.
+    prompt : str
+        What a model was (or, for the extractive generator, would be) sent.
+    timings : dict of str to float
+        Seconds spent per stage (``embed``, ``search``, ``hits``,
+        ``generate``, ``total``).
+    model : str or None
+        The model that wrote the text, if any.
+    """
+
+    question: str
+    text: str
+    found: bool
+    hits: tuple[Hit, ...]
+    citations: dict[int, Hit]
+    prompt: str
+    timings: dict[str, float]
+    model: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (hits as dicts, citations as marker -> chunk id)."""
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "found": self.found,
+            "citations": {str(m): h.chunk_id for m, h in self.citations.items()},
+            "hits": [
+                {
+                    "marker": i,
+                    "chunk_id": h.chunk_id,
+                    "doc_id": h.doc_id,
+                    "ord": h.ord,
+                    "start": h.start,
+                    "end": h.end,
+                    "score": h.score,
+                    "text": h.text,
+                    "metadata": h.metadata,
+                }
+                for i, h in enumerate(self.hits, 1)
+            ],
+            "model": self.model,
+            "timings": self.timings,
+        }

@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastrag
+from fastrag import Answer, ConfigError, ExtractiveGenerator, Generation, GenerationError, Hit, KnowledgeBase
+from fastrag.datasets import demo_documents
+from fastrag.generation import coverage, question_terms
+from fastrag.prompt import NOT_FOUND_EN, NOT_FOUND_ZH, SYSTEM_PROMPT, build_messages, parse_citations
+
+MARKER = re.compile(r"\s?\[\d+\]")
+
+
+@pytest.fixture(scope="module")
+def demo_kb() -> KnowledgeBase:
+    return KnowledgeBase.build(demo_documents())
+
+
+def _hit(text: str, score: float = 0.9, i: int = 0) -> Hit:
+    return Hit(chunk_id=i, doc_id=f"d{i}", ord=0, start=0, end=len(text), text=text, score=score)
+
+
+def _sentences_of(answer_text: str) -> list[str]:
+    return [s for s in MARKER.split(answer_text) if s.strip()]
+
+
+@pytest.mark.parametrize(
+    "question, doc",
+    [
+        ("年假怎么申请？", "leave-zh"),
+        ("设备丢失后多久内要报告？", "security-zh"),
+        ("报销需要在多少天内提交？", "expense-zh"),
+        ("试用期多长时间？", "onboarding-zh"),
+        ("密码多久更换一次？", "security-zh"),
+    ],
+)
+def test_extractive_answers_from_the_right_document(demo_kb, question, doc):
+    ans = demo_kb.answer(question, k=5)
+    assert ans.found
+    assert ans.citations and all(h.doc_id == doc for h in ans.citations.values())
+    for sentence in _sentences_of(ans.text):
+        assert any(sentence.strip() in h.text for h in ans.hits)
+
+
+@pytest.mark.parametrize("question", ["公司食堂几点开门？", "What time does the canteen open?", "火星上有几颗卫星？"])
+def test_extractive_says_not_found_in_the_question_language(demo_kb, question):
+    ans = demo_kb.answer(question, k=5)
+    assert not ans.found and not ans.citations
+    assert ans.text == (NOT_FOUND_ZH if any("\u4e00" <= c <= "\u9fff" for c in question) else NOT_FOUND_EN)
+    assert len(ans.hits) == 5  # the hits it looked at are still returned
+
+
+def test_low_scores_mean_not_found():
+    gen = ExtractiveGenerator(min_score=0.5)
+    out = gen("annual leave", [_hit("Annual leave is 15 days.", score=0.4)])
+    assert not out.found and out.text == NOT_FOUND_EN
+    assert gen("annual leave", []).found is False
+
+
+TEXT = st.lists(
+    st.sampled_from(list("abc xyz年假申请提交。.!？ \n") + ["leave", " days", "Leave. "]), max_size=30
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(question=TEXT, texts=st.lists(TEXT, min_size=1, max_size=5))
+def test_extractive_never_presents_text_not_in_the_hits(question, texts):
+    hits = [_hit(t, 0.9, i) for i, t in enumerate(texts)]
+    out = ExtractiveGenerator(min_coverage=0.1)(question, hits)
+    if not out.found:
+        assert out.text in (NOT_FOUND_EN, NOT_FOUND_ZH) and out.citations == ()
+        return
+    pieces = re.split(r"(\[\d+\])", out.text)
+    # Every sentence is followed by the marker of a hit that contains it.
+    for sentence, marker in zip(pieces[0::2], pieces[1::2]):
+        n = int(marker[1:-1])
+        assert 1 <= n <= len(hits)
+        assert sentence.strip() in hits[n - 1].text
+    assert set(out.citations) == {int(m[1:-1]) for m in pieces[1::2]}
+
+
+def test_brackets_inside_a_hit_are_not_citations():
+    hits = [_hit("Unrelated text.", i=0), _hit("Annual leave is 15 days [1].", i=1)]
+    out = ExtractiveGenerator()("annual leave days", hits)
+    assert out.found and out.citations == (2,)
+
+
+def test_question_terms_and_coverage():
+    terms = question_terms("How many days do I have to submit an expense report?")
+    assert terms == ({"day", "submit", "expense", "report"}, set())
+    sentence = question_terms("Expense reports must be submitted within 15 days.")
+    assert coverage(terms, sentence) == 1.0
+    zh = question_terms("年假怎么申请？")
+    assert zh[0] == {"年假", "申请"} and "怎" not in zh[1] and "么" not in zh[1]
+
+
+def test_answer_carries_hits_citations_prompt_timings(demo_kb):
+    ans = demo_kb.answer("年假怎么申请？", k=4)
+    assert isinstance(ans, Answer) and ans.question == "年假怎么申请？"
+    assert len(ans.hits) == 4
+    for marker, hit in ans.citations.items():
+        assert ans.hits[marker - 1] == hit
+    assert ans.prompt.startswith("【知识库】\n[1] ") and ans.prompt.endswith("【问题】\n年假怎么申请？")
+    assert set(ans.timings) == {"embed", "search", "hits", "generate", "total"}
+    assert ans.timings["total"] >= ans.timings["search"] >= 0
+    d = ans.to_dict()
+    assert d["answer"] == ans.text and len(d["hits"]) == 4
+
+
+def test_answer_batch_equals_answer_question_by_question(demo_kb):
+    questions = ["年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "", "密码多久更换一次？", "年假怎么申请？"]
+    table = demo_kb.answer_batch(questions, k=4)
+    assert table.column_names == [
+        "query_index", "question", "answer", "found", "chunk_ids", "scores", "citations", "error",
+    ]
+    rows = table.to_pylist()
+    assert [r["query_index"] for r in rows] == list(range(len(questions)))
+    for q, row in zip(questions, rows):
+        if not q:
+            assert row["error"] and not row["found"] and row["answer"] is None
+            continue
+        single = demo_kb.answer(q, k=4)
+        assert row["answer"] == single.text and row["found"] == single.found
+        assert row["chunk_ids"] == [h.chunk_id for h in single.hits]
+        assert row["scores"] == pytest.approx([h.score for h in single.hits], rel=1e-5)
+        assert row["citations"] == [h.chunk_id for h in single.citations.values()]
+        assert row["error"] is None
+
+
+def test_answer_batch_keeps_going_after_one_failure(demo_kb):
+    calls = []
+
+    def flaky(question, hits):
+        calls.append(question)
+        if "boom" in question:
+            raise TimeoutError("model timed out")
+        return Generation(f"ok [1]", True, (1,))
+
+    table = demo_kb.answer_batch(["first", "boom", "third"], generator=flaky)
+    rows = table.to_pylist()
+    assert rows[1]["error"] == "TimeoutError: model timed out" and not rows[1]["found"]
+    assert rows[0]["answer"] == rows[2]["answer"] == "ok [1]" and rows[2]["error"] is None
+    assert calls == ["first", "boom", "third"]
+
+
+def test_any_callable_can_generate(demo_kb):
+    ans = demo_kb.answer("年假怎么申请？", generator=lambda q, hits: f"See [2] and [1] and [9].")
+    assert ans.found and list(ans.citations) == [2, 1]
+    with pytest.raises(GenerationError, match="returned int"):
+        demo_kb.answer("x", generator=lambda q, hits: 42)
+    with pytest.raises(ConfigError):
+        demo_kb.answer("x", generator="not callable")
+
+
+def test_prompt_builder():
+    hits = [_hit("first text", i=0), _hit("second text", i=1)]
+    messages = build_messages("Q?", hits)
+    assert messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert messages[1]["content"] == "【知识库】\n[1] first text\n---\n[2] second text\n\n【问题】\nQ?"
+    assert parse_citations("a [2] b [1] c [2] [7]", 2) == (2, 1)
+
+
+def test_exports():
+    assert fastrag.ExtractiveGenerator is ExtractiveGenerator
