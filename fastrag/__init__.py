@@ -16,17 +16,26 @@ from __future__ import annotations
 
 from ._native import KERNEL_ABI
 from .chunking import Chunker
+from .clients import OpenAIChatGenerator, OpenAIEmbedder
+from .config import ClientConfig
 from .embedding import Embedder, VocabularyEmbedder
 from .errors import (
+    AuthenticationError,
     ConfigError,
     DocumentError,
     DocumentNotFoundError,
     DuplicateDocumentError,
     EmbedderError,
     EmbedderMismatchError,
+    EmbeddingResponseError,
     FastragError,
     GenerationError,
+    ModelError,
+    ModelResponseError,
+    ModelTimeoutError,
     NotFittedError,
+    RateLimitError,
+    RetryExhaustedError,
     SearchIndexError,
     StoreCorruptedError,
     StoreError,
@@ -43,8 +52,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "AuthenticationError",
     "BuildProgress",
     "Chunker",
+    "ClientConfig",
     "ConfigError",
     "Document",
     "DocumentError",
@@ -53,6 +64,7 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbedderMismatchError",
+    "EmbeddingResponseError",
     "ExtractiveGenerator",
     "FastragError",
     "Generation",
@@ -61,7 +73,14 @@ __all__ = [
     "Hit",
     "KERNEL_ABI",
     "KnowledgeBase",
+    "ModelError",
+    "ModelResponseError",
+    "ModelTimeoutError",
     "NotFittedError",
+    "OpenAIChatGenerator",
+    "OpenAIEmbedder",
+    "RateLimitError",
+    "RetryExhaustedError",
     "SearchIndexError",
     "SnapshotInfo",
     "StoreCorruptedError",

@@ -188,7 +188,9 @@ class ClientConfig:
             raise ConfigError(f"model must be a non-empty string, got {self.model!r}")
         if self.api_key is not None:
             if not isinstance(self.api_key, str):
-                raise ConfigError(f"api_key must be a string or None, not {type(self.api_key).__name__}")
+                raise ConfigError(
+                    f"api_key must be a string or None, not {type(self.api_key).__name__}"
+                )
             if self.api_key == "":
                 set_(self, "api_key", None)
             elif any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in self.api_key):
@@ -274,7 +276,8 @@ class ClientConfig:
         given = {k: v for k, v in overrides.items() if v is not None}
         _check_names(given)
         values: dict[str, Any] = {}
-        for var, field in ((ENV_BASE_URL, "base_url"), (model_env, "model"), (ENV_API_KEY, "api_key")):
+        named = ((ENV_BASE_URL, "base_url"), (model_env, "model"), (ENV_API_KEY, "api_key"))
+        for var, field in named:
             raw = env.get(var, "").strip()
             if raw:
                 values[field] = raw

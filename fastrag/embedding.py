@@ -390,6 +390,11 @@ def embedder_from_config(config: dict[str, Any]) -> Embedder:
     kind = config.get("type")
     if kind == "vocabulary":
         return VocabularyEmbedder.from_config(config)
+    if kind == "openai":
+        from .clients import OpenAIEmbedder  # lazy: the HTTP client is not needed otherwise
+
+        # The key is never saved: it comes from FASTRAG_API_KEY (or pass embedder=...).
+        return OpenAIEmbedder.from_config(config)
     raise EmbedderError(
         f"the knowledge base was built with a {kind!r} embedder, which cannot be rebuilt "
         "from the manifest alone: pass embedder=... to KnowledgeBase.load()"
@@ -405,7 +410,11 @@ def check_embedder_matches(expected: dict[str, Any], embedder: Embedder) -> None
     """Raise :class:`EmbedderMismatchError` unless ``embedder`` is configured as ``expected``."""
     got = _comparable(embedder.config())
     want = _comparable(expected)
-    diffs = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+    # A value the embedder does not know yet (an HTTP embedder's dim before its
+    # first answer) is not a difference; the vectors' shape is checked later.
+    diffs = sorted(
+        k for k in set(got) | set(want) if got.get(k) is not None and got.get(k) != want.get(k)
+    )
     if diffs:
         detail = ", ".join(f"{k}: built with {want.get(k)!r}, given {got.get(k)!r}" for k in diffs)
         raise EmbedderMismatchError(

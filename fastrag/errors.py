@@ -22,6 +22,7 @@ cross into fastrag, with the original chained as ``__cause__``.
     │   ├── StoreCorruptedError              a file is truncated, corrupt or inconsistent
     │   └── StoreVersionError                written by an incompatible fastrag
     ├── SearchIndexError                     a search index (HNSW, BM25) failed
+    ├── GenerationError                      a generator failed or returned no answer
     └── ModelError                           a call to a model server failed
         ├── AuthenticationError              the server rejected the API key (401/403)
         ├── ModelResponseError               malformed answer: bad JSON, missing field

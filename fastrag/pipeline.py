@@ -201,11 +201,13 @@ class KnowledgeBase:
                 )
             emb.fit_counts(counter.total())  # type: ignore[union-attr]
         del counter
-        store = ChunkStore(emb.dim)
         batch = _assemble(pending, emb, first_chunk_id=0, threads=threads)
         del pending
         if batch is not None:
+            store = ChunkStore(batch.schema.field("vector").type.list_size)
             store.append(batch)
+        else:
+            store = ChunkStore(emb.dim)
         if progress is not None:
             progress(BuildProgress("done", n_docs, n_chunks, n_bytes, time.perf_counter() - t0))
         return cls(store=store, embedder=emb, chunker=chunker, index=index)
@@ -640,6 +642,20 @@ class KnowledgeBase:
         flat = self.hits(rows.reshape(-1), scores.reshape(-1))
         return [flat[i * kk : (i + 1) * kk] for i in range(m)]
 
+    # -- lifetime ----------------------------------------------------------------
+    def close(self) -> None:
+        """Close the embedder's network connections, if it has any (HTTP embedders reopen them
+        when used again, so the knowledge base stays usable)."""
+        close = getattr(self._embedder, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     # -- introspection -----------------------------------------------------------
     def __len__(self) -> int:
         return len(self._store)
@@ -721,19 +737,26 @@ def _assemble(
     n = sum(len(p.chunks) for p in pending)
     if n == 0:
         return None
-    dim = embedder.dim
-    vectors = np.empty((n, dim), dtype=np.float32)
+    vectors: np.ndarray | None = None
     row = 0
     for p in pending:
         c = p.chunks
         if len(c) == 0:
             continue
-        out = vectors[row : row + len(c)]
         if isinstance(embedder, VocabularyEmbedder):
+            if vectors is None:
+                vectors = np.empty((n, embedder.dim), dtype=np.float32)
+            out = vectors[row : row + len(c)]
             embedder.embed_utf8(c.text_data, c.text_offsets, out=out, threads=threads)
         else:
-            out[:] = _validated_vectors(embedder, c.texts())
+            # An HTTP embedder may learn its dimension from its first answer.
+            batch_vectors = _validated_vectors(embedder, c.texts())
+            if vectors is None:
+                vectors = np.empty((n, batch_vectors.shape[1]), dtype=np.float32)
+            vectors[row : row + len(c)] = batch_vectors
         row += len(c)
+    assert vectors is not None
+    dim = vectors.shape[1]
 
     nbytes = sum(int(p.chunks.text_offsets[-1]) for p in pending)
     data = np.empty(nbytes, dtype=np.uint8)

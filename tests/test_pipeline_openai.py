@@ -1,0 +1,88 @@
+"""The whole pipeline against a real OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from openai_server import CHAT, EMBED, OpenAIServer
+
+from fastrag import (
+    ClientConfig,
+    EmbedderMismatchError,
+    KnowledgeBase,
+    OpenAIChatGenerator,
+    OpenAIEmbedder,
+)
+from fastrag.datasets import demo_documents
+from fastrag.prompt import SYSTEM_PROMPT
+
+KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    with OpenAIServer(embed_dim=16, api_key=KEY) as srv:
+        yield srv
+
+
+def _config(server: OpenAIServer, model: str) -> ClientConfig:
+    return ClientConfig(
+        base_url=server.base_url, model=model, api_key=KEY, read_timeout=5.0, max_retries=2,
+        backoff_base=0.001, backoff_cap=0.01,
+    )
+
+
+def test_answer_with_chat_model(server):
+    kb = KnowledgeBase.build(demo_documents())
+    with OpenAIChatGenerator(config=_config(server, "chat-model")) as gen:
+        ans = kb.answer("年假怎么申请？", k=3, generator=gen)
+    (request,) = server.requests_to(CHAT)
+    body = request.body
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert body["model"] == "chat-model"
+    system, user = body["messages"]
+    assert system == {"role": "system", "content": SYSTEM_PROMPT}
+    assert user["content"].startswith("【知识库】\n[1] ")
+    assert user["content"].endswith("\n\n【问题】\n年假怎么申请？")
+    for i, hit in enumerate(ans.hits, 1):
+        assert f"[{i}] {hit.text}" in user["content"]
+    assert ans.found and 1 in ans.citations and ans.citations[1] == ans.hits[0]
+    assert ans.prompt == user["content"] and ans.model
+
+
+def test_answer_batch_with_chat_model_reports_failures_per_question(server):
+    kb = KnowledgeBase.build(demo_documents())
+    server.fail(500, times=3, path=CHAT)  # all 3 attempts (max_retries=2) of the first question
+    with OpenAIChatGenerator(config=_config(server, "chat-model")) as gen:
+        table = kb.answer_batch(["年假怎么申请？", "设备丢失后多久内要报告？"], k=2, generator=gen)
+    rows = table.to_pylist()
+    assert rows[0]["error"] and "500" in rows[0]["error"] and not rows[0]["found"]
+    assert rows[1]["error"] is None and rows[1]["found"]
+
+
+def test_build_save_load_with_http_embedder(server, tmp_path, monkeypatch):
+    emb = OpenAIEmbedder(config=_config(server, "embed-model"), batch_size=4)
+    kb = KnowledgeBase.build(demo_documents(), embedder=emb)
+    request_close = [kb]
+    assert kb.embedder.dim == 16
+    n_embed_requests = len(server.requests_to(EMBED))
+    assert n_embed_requests == -(-len(kb) // 4)
+    hits = kb.retrieve("年假申请需提前3天", k=2)
+    assert hits and all(np.isfinite(h.score) for h in hits)
+    kb.save(tmp_path / "kb")
+    manifest = (tmp_path / "kb" / "manifest.json").read_text()
+    assert KEY not in manifest and "embed-model" in manifest
+    # Reload with the same embedder (the key is never saved) ...
+    with KnowledgeBase.load(
+        tmp_path / "kb", embedder=OpenAIEmbedder(config=_config(server, "embed-model"))
+    ) as again:
+        assert [h.chunk_id for h in again.retrieve("年假申请需提前3天", k=2)] == [h.chunk_id for h in hits]
+    # ... or from the environment.
+    monkeypatch.setenv("FASTRAG_API_KEY", KEY)
+    with KnowledgeBase.load(tmp_path / "kb") as from_env:
+        assert [h.chunk_id for h in from_env.retrieve("年假申请需提前3天", k=2)] == [h.chunk_id for h in hits]
+    with OpenAIEmbedder(config=_config(server, "other-model"), dim=16) as other:
+        with pytest.raises(EmbedderMismatchError, match="model"):
+            KnowledgeBase.load(tmp_path / "kb", embedder=other)
+    for kb_ in request_close:
+        kb_.close()
