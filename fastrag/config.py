@@ -320,3 +320,21 @@ def _check_names(values: Mapping[str, Any]) -> None:
             f"unknown ClientConfig field(s): {', '.join(unknown)}; "
             f"known fields: {', '.join(sorted(_FIELDS))}"
         )
+
+
+FAULT_ENV = "FASTRAG_FAULT"
+"""Test hook: a save exits the process (status 86) at the named point; never set it in production."""
+
+FAULT_POINTS = (
+    "snapshot-files-written",
+    "snapshot-renamed",
+    "manifest-written",
+    "pruned",
+)
+"""Points of a save where :func:`fault` can kill the process (see ``fastrag.snapshots``)."""
+
+
+def fault(point: str) -> None:
+    """Exit the process at once if ``FASTRAG_FAULT`` names ``point`` (crash tests only)."""
+    if os.environ.get(FAULT_ENV) == point:
+        os._exit(86)

@@ -137,7 +137,8 @@ class ExtractiveGenerator:
     Parameters
     ----------
     min_score : float, default 0.05
-        Below this best-hit retrieval score the answer is "not found".
+        Below this best-hit relevance (``Hit.relevance``, or the score when a
+        hit has none) the answer is "not found".
     min_coverage : float, default 0.5
         Share of the question's content terms that one sentence must contain
         to support an answer (see :func:`coverage`: stemmed words; for CJK,
@@ -165,7 +166,8 @@ class ExtractiveGenerator:
     def __call__(self, question: str, hits: Sequence[Hit]) -> Generation:
         """Answer ``question`` from ``hits`` (see the class docstring)."""
         prompt = build_user_message(question, hits)
-        if not hits or hits[0].score < self.min_score:
+        best = max((h.relevance if h.relevance is not None else h.score) for h in hits) if hits else 0.0
+        if not hits or best < self.min_score:
             return Generation(not_found_message(question), False, (), prompt)
         terms = question_terms(question)
         if not terms[0] and not terms[1]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ._fs import sha256_file
+from ._native import fusion as _fusion_kernels
 from ._native import topk as _topk_kernels
-from ._text import encode_utf8
+from ._native.chunking import join_windows
+from ._text import encode_utf8, utf8_buffers
 from ._threads import threads as _threads
+from .bm25 import BM25_FILE, BM25Index
 from .chunking import Chunker
 from .documents import DocBatch, iter_batches
 from .embedding import (
@@ -29,10 +34,16 @@ from .errors import (
     DocumentNotFoundError,
     DuplicateDocumentError,
     EmbedderError,
+    StoreCorruptedError,
 )
 from .exact import exact_topk
+from .filters import Principal, acl_mask, canonical_key, where_mask
 from .generation import Generator, as_generator
+from .hnsw import AUTO_MIN_ROWS, HnswConfig, HnswIndex, auto_choice
 from .prompt import build_user_message
+from .rerank import Reranker, apply_reranker
+from .retrieval import RetrievalConfig, check_mode, vector_weight_for
+from .rewrite import QueryRewriter, RewrittenQuery
 from .snapshots import (
     SnapshotInfo,
     list_snapshots,
@@ -42,11 +53,17 @@ from .snapshots import (
     write_snapshot,
 )
 from .store import ChunkStore, build_batch, metadata_of
+from .tokenize import Tokenizer
 from .types import Answer, Generation, Hit
 
 __all__ = ["ANSWER_BATCH_SCHEMA", "BuildProgress", "KnowledgeBase"]
 
-INDEX_KINDS = ("exact",)
+INDEX_KINDS = ("exact", "hnsw")
+HNSW_FILE = "hnsw.bin"
+BM25_DOCS_FILE = "bm25_docs.arrow"
+COMPACT_HNSW_SHARE = 0.2
+"""compact() rebuilds the HNSW graph when this share of its elements is deleted."""
+_FILTER_CACHE_SIZE = 32
 
 ANSWER_BATCH_SCHEMA = pa.schema(
     [
@@ -91,9 +108,10 @@ class _Pending:
     chunks: Any  # fastrag.chunking.Chunks
 
 
-def _check_index(index: str) -> str:
-    if index not in INDEX_KINDS:
-        raise ConfigError(f"index must be one of {', '.join(map(repr, INDEX_KINDS))}; got {index!r}")
+def _check_index(index: str, *, allow_auto: bool) -> str:
+    kinds = INDEX_KINDS + (("auto",) if allow_auto else ())
+    if index not in kinds:
+        raise ConfigError(f"index must be one of {', '.join(map(repr, kinds))}; got {index!r}")
     return index
 
 
@@ -112,7 +130,7 @@ def _check_question(question: object, where: str = "question") -> str:
 
 
 class KnowledgeBase:
-    """Chunks, vectors and metadata of a document collection, searchable.
+    """Chunks, vectors, keyword index and metadata of a document collection, searchable.
 
     Create one with :meth:`build` or :meth:`load`; the constructor is internal.
     """
@@ -124,16 +142,31 @@ class KnowledgeBase:
         embedder: Embedder,
         chunker: Chunker,
         index: str = "exact",
+        hnsw: HnswIndex | None = None,
+        hnsw_config: HnswConfig | None = None,
+        bm25: BM25Index | None = None,
+        doc_bm25: BM25Index | None = None,
+        retrieval: RetrievalConfig | None = None,
+        rewriter: Any = None,
         path: Path | None = None,
         snapshot: str | None = None,
+        auto: dict[str, Any] | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._chunker = chunker
-        self._index = _check_index(index)
+        self._index = _check_index(index, allow_auto=False)
+        self._hnsw = hnsw
+        self._hnsw_config = hnsw_config or HnswConfig()
+        self._bm25 = bm25
+        self._doc_bm25 = doc_bm25
+        self._retrieval = retrieval or RetrievalConfig()
+        self.rewriter = rewriter if rewriter is not None else QueryRewriter()
         self._path = path
         self._snapshot = snapshot
         self._dirty = path is None
+        self._auto = auto
+        self._lock = threading.RLock()  # writers (add, delete, compact, save) take it
 
     # -- construction ----------------------------------------------------------
     @classmethod
@@ -145,6 +178,11 @@ class KnowledgeBase:
         overlap: int = 40,
         embedder: Embedder | None = None,
         index: str = "exact",
+        hnsw: HnswConfig | dict[str, Any] | None = None,
+        keyword: bool = True,
+        tokenizer: Tokenizer | None = None,
+        retrieval: RetrievalConfig | None = None,
+        rewriter: Any = None,
         threads: int | None = None,
         progress: Callable[[BuildProgress], None] | None = None,
     ) -> KnowledgeBase:
@@ -162,10 +200,26 @@ class KnowledgeBase:
         embedder : Embedder, optional
             Default: a :class:`~fastrag.VocabularyEmbedder` fitted on the chunks.
             An unfitted ``VocabularyEmbedder`` is fitted on the chunks too.
-        index : {"exact"}
-            Search index.
+        index : {"exact", "hnsw", "auto"}
+            Vector index. ``"auto"`` keeps exact search below
+            :data:`~fastrag.hnsw.AUTO_MIN_ROWS` chunks, and above it builds
+            HNSW but keeps exact search when HNSW's recall@10 on a sample of
+            the corpus's own chunks is under 0.95.
+        hnsw : HnswConfig or dict, optional
+            HNSW parameters (``M``, ``ef_construction``, ``ef_search``,
+            ``random_seed``).
+        keyword : bool, default True
+            Build the BM25 keyword index (needed by the ``keyword`` and
+            ``hybrid`` modes).
+        tokenizer : Tokenizer, optional
+            Keyword tokenizer; default ``Tokenizer(stem="porter")``: English
+            stop words dropped and Porter-stemmed, CJK characters + bigrams.
+        retrieval : RetrievalConfig, optional
+            Default mode and fusion settings.
+        rewriter : callable, optional
+            Query rewriter; default :class:`~fastrag.QueryRewriter` (no synonyms).
         threads : int, optional
-            Numba threads for chunking and embedding.
+            Threads for chunking, embedding and index building.
         progress : callable, optional
             Called with a :class:`BuildProgress` after each batch.
 
@@ -175,9 +229,12 @@ class KnowledgeBase:
             In memory; :meth:`save` writes it to disk.
         """
         chunker = Chunker(window=window, overlap=overlap)
-        _check_index(index)
+        index = _check_index(index, allow_auto=True)
+        hnsw_config = _hnsw_config(hnsw)
         emb = VocabularyEmbedder() if embedder is None else embedder
         _check_embedder(emb)
+        if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+            raise ConfigError(f"tokenizer must be a fastrag.Tokenizer, got {type(tokenizer).__name__}")
         fit = isinstance(emb, VocabularyEmbedder) and not emb.fitted
         t0 = time.perf_counter()
         counter = CodepointCounter(threads=threads) if fit else None
@@ -209,8 +266,41 @@ class KnowledgeBase:
         else:
             store = ChunkStore(emb.dim)
         if progress is not None:
+            progress(BuildProgress("index", n_docs, n_chunks, n_bytes, time.perf_counter() - t0))
+        bm25 = doc_bm25 = None
+        if keyword:
+            tok = tokenizer or Tokenizer(stem="porter")
+            bm25, doc_bm25 = BM25Index(tok), BM25Index(tok)
+            for seg in store.segments:
+                _index_keywords(seg.batch, chunker.overlap, bm25, doc_bm25, threads)
+        kind, graph, auto = _choose_index(store, index, hnsw_config, threads)
+        if progress is not None:
             progress(BuildProgress("done", n_docs, n_chunks, n_bytes, time.perf_counter() - t0))
-        return cls(store=store, embedder=emb, chunker=chunker, index=index)
+        return cls(
+            store=store, embedder=emb, chunker=chunker, index=kind, hnsw=graph,
+            hnsw_config=hnsw_config, bm25=bm25, doc_bm25=doc_bm25, retrieval=retrieval,
+            rewriter=rewriter, auto=auto,
+        )  # fmt: skip
+
+    def set_index(
+        self,
+        index: str,
+        *,
+        hnsw: HnswConfig | dict[str, Any] | None = None,
+        threads: int | None = None,
+    ) -> str:
+        """Switch the vector index of this knowledge base (``"exact"``, ``"hnsw"`` or ``"auto"``).
+
+        Building HNSW reads every live vector; the exact index needs nothing.
+        Saved with the next :meth:`save`. Returns the index now in use.
+        """
+        index = _check_index(index, allow_auto=True)
+        config = _hnsw_config(hnsw) if hnsw is not None else self._hnsw_config
+        with self._lock:
+            kind, graph, auto = _choose_index(self._store, index, config, threads)
+            self._index, self._hnsw, self._hnsw_config, self._auto = kind, graph, config, auto
+            self._dirty = True
+            return kind
 
     # -- updates ---------------------------------------------------------------
     def add(self, docs: Iterable[Any], *, threads: int | None = None) -> int:
@@ -221,29 +311,42 @@ class KnowledgeBase:
         Ids already in the knowledge base raise
         :class:`~fastrag.errors.DuplicateDocumentError` (delete them first to
         replace them). Characters outside a vocabulary embedder's vocabulary
-        are ignored.
+        are ignored. The keyword and HNSW indexes are updated too.
         """
-        index = self._store.doc_index()
-        pending = []
-        for batch in iter_batches(docs):
-            for doc_id in batch.ids:
-                if doc_id in index:
-                    raise DuplicateDocumentError(
-                        f"document id {doc_id!r} is already in the knowledge base; delete it "
-                        "first to replace it"
-                    )
-            pending.append(_Pending(batch, _chunk_batch(self._chunker, batch, threads)))
-        batch = _assemble(
-            pending, self._embedder, first_chunk_id=self._store.next_chunk_id, threads=threads
-        )
-        if batch is None:
-            return 0
-        self._store.append(batch)
-        self._dirty = True
-        return batch.num_rows
+        with self._lock:
+            index = self._store.doc_index()
+            pending = []
+            for batch in iter_batches(docs):
+                for doc_id in batch.ids:
+                    if doc_id in index:
+                        raise DuplicateDocumentError(
+                            f"document id {doc_id!r} is already in the knowledge base; delete it "
+                            "first to replace it"
+                        )
+                pending.append(_Pending(batch, _chunk_batch(self._chunker, batch, threads)))
+            batch = _assemble(
+                pending, self._embedder, first_chunk_id=self._store.next_chunk_id, threads=threads
+            )
+            if batch is None:
+                return 0
+            vectors = np.asarray(batch.column("vector").values).reshape(batch.num_rows, -1)
+            labels = batch.column("chunk_id").to_numpy()
+            # Index updates first (they can fail: then nothing is appended); a
+            # failure of a later one leaves the earlier with rows nothing ever
+            # points at, which is harmless and undone by the next compaction.
+            if self._bm25 is not None and self._doc_bm25 is not None:
+                _index_keywords(batch, self._chunker.overlap, self._bm25, self._doc_bm25, threads)
+            if self._hnsw is not None:
+                self._hnsw.add(vectors, labels, threads=threads)
+            self._store.append(batch)
+            self._dirty = True
+            return batch.num_rows
 
     def delete(self, doc_ids: str | Iterable[str], *, missing_ok: bool = False) -> int:
         """Delete documents (all their chunks); return the number of chunks deleted.
+
+        Deleted chunks are never returned again, by any mode or index, also
+        after :meth:`save` and :meth:`load`; :meth:`compact` reclaims their space.
 
         Parameters
         ----------
@@ -258,35 +361,81 @@ class KnowledgeBase:
             if not isinstance(d, str):
                 raise DocumentError(f"document ids are strings, got {type(d).__name__}")
         ids = list(dict.fromkeys(ids))
-        index = self._store.doc_index()
-        missing = [d for d in ids if d not in index]
-        if missing and not missing_ok:
-            shown = ", ".join(map(repr, missing[:5])) + (" ..." if len(missing) > 5 else "")
-            raise DocumentNotFoundError(
-                f"{len(missing)} document id(s) not in the knowledge base: {shown}"
+        with self._lock:
+            index = self._store.doc_index()
+            missing = [d for d in ids if d not in index]
+            if missing and not missing_ok:
+                shown = ", ".join(map(repr, missing[:5])) + (" ..." if len(missing) > 5 else "")
+                raise DocumentNotFoundError(
+                    f"{len(missing)} document id(s) not in the knowledge base: {shown}"
+                )
+            present = [d for d in ids if d in index]
+            spans = [index[d] for d in present]
+            if self._hnsw is not None and spans:
+                rows = np.concatenate([np.arange(sp.start, sp.start + sp.count) for sp in spans])
+                self._hnsw.mark_deleted(self._store.chunk_ids()[rows])
+            killed = self._store.delete_docs(present)
+            if killed:
+                self._dirty = True
+            return killed
+
+    def compact(self, *, threads: int | None = None) -> int:
+        """Drop deleted chunks for good; return how many were dropped.
+
+        The store keeps only live rows (copying the segments that had
+        deletions), the keyword index is renumbered to match, and the HNSW
+        graph is rebuilt when a fifth or more of its elements are deleted
+        (hnswlib keeps deleted elements in the graph). Chunk ids do not change.
+        """
+        with self._lock:
+            dead = self._store.n_dead
+            if dead == 0:
+                return 0
+            keep = self._store.alive_mask()
+            keep_docs = keep[self._store.doc_starts()[:-1]]
+            new_store = self._store.compacted()
+            bm25 = self._bm25.compact(keep, threads=threads) if self._bm25 is not None else None
+            doc_bm25 = (
+                self._doc_bm25.compact(keep_docs, threads=threads)
+                if self._doc_bm25 is not None
+                else None
             )
-        killed = self._store.delete_docs([d for d in ids if d in index])
-        if killed:
+            graph = self._hnsw
+            if graph is not None and graph.n_deleted >= COMPACT_HNSW_SHARE * max(1, len(graph) + graph.n_deleted):
+                graph = _build_hnsw(new_store, self._hnsw_config, threads)
+            self._store, self._bm25, self._doc_bm25, self._hnsw = new_store, bm25, doc_bm25, graph
             self._dirty = True
-        return killed
+            return dead
 
     # -- persistence -----------------------------------------------------------
     def _header(self) -> dict[str, Any]:
         from . import __version__
 
+        index: dict[str, Any] = {"type": self._index, "hnsw": self._hnsw_config.to_dict()}
+        if self._auto is not None:
+            index["auto"] = self._auto
         return {
             "fastrag_version": __version__,
             "dim": self._store.dim,
             "embedder": self._embedder.config(),
             "chunking": {"window": self._chunker.window, "overlap": self._chunker.overlap},
-            "index": {"type": self._index},
+            "index": index,
+            "keyword": None if self._bm25 is None else self._bm25.config(),
+            "retrieval": self._retrieval.to_dict(),
         }
 
-    def save(self, path: str | Path, *, keep: int | None = 2, overwrite: bool = False) -> str:
+    def save(
+        self,
+        path: str | Path,
+        *,
+        keep: int | None = 2,
+        overwrite: bool = False,
+        compact_share: float = 0.2,
+    ) -> str:
         """Write the knowledge base to ``path`` as a new snapshot; return its id.
 
-        The save is atomic: a crash leaves the previous snapshot current and
-        intact, and readers of older snapshots keep working.
+        The save is atomic: a crash at any point leaves the previous snapshot
+        current and intact, and readers of older snapshots keep working.
 
         Parameters
         ----------
@@ -296,15 +445,30 @@ class KnowledgeBase:
             Snapshots to keep, the new one included; ``None`` keeps every one.
         overwrite : bool, default False
             Replace a knowledge base of a different embedder or dimension.
+        compact_share : float, default 0.2
+            :meth:`compact` first when at least this share of the chunks is
+            deleted (1.0 never compacts on save).
         """
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
             raise ConfigError(f"keep must be a positive int or None, got {keep!r}")
         root = Path(path)
-        if not self._dirty and self._path is not None and root.resolve() == self._path.resolve():
-            return str(self._snapshot)
-        sid = write_snapshot(root, self._store, self._header(), keep=keep, overwrite=overwrite)
-        self._path, self._snapshot, self._dirty = root, sid, False
-        return sid
+        with self._lock:
+            if not self._dirty and self._path is not None and root.resolve() == self._path.resolve():
+                return str(self._snapshot)
+            if self._store.n_rows and self._store.n_dead >= compact_share * self._store.n_rows:
+                self.compact()
+            extras: dict[str, Callable[[Path], dict[str, Any]]] = {}
+            if self._bm25 is not None:
+                extras[BM25_FILE] = self._bm25.save
+            if self._doc_bm25 is not None:
+                extras[BM25_DOCS_FILE] = self._doc_bm25.save
+            if self._hnsw is not None:
+                extras[HNSW_FILE] = self._hnsw.save
+            sid = write_snapshot(
+                root, self._store, self._header(), keep=keep, overwrite=overwrite, extras=extras
+            )
+            self._path, self._snapshot, self._dirty = root, sid, False
+            return sid
 
     @classmethod
     def load(
@@ -314,8 +478,9 @@ class KnowledgeBase:
         snapshot: str | None = None,
         embedder: Embedder | None = None,
         verify: bool = False,
+        rewriter: Any = None,
     ) -> KnowledgeBase:
-        """Open a saved knowledge base; its vectors are memory-mapped, not read.
+        """Open a saved knowledge base; its vectors and keyword index are memory-mapped.
 
         Parameters
         ----------
@@ -325,10 +490,13 @@ class KnowledgeBase:
             A snapshot id from :meth:`snapshots`; default the current one.
         embedder : Embedder, optional
             Needed for embedders whose configuration holds no weights or
-            secrets (HTTP embedders); must match the one the knowledge base
-            was built with, or :class:`~fastrag.errors.EmbedderMismatchError`.
+            secrets (HTTP embedders read their key from ``FASTRAG_API_KEY``
+            otherwise); must match the one the knowledge base was built
+            with, or :class:`~fastrag.errors.EmbedderMismatchError`.
         verify : bool, default False
             Check every file's SHA-256 and every vector (reads all bytes).
+        rewriter : callable, optional
+            Query rewriter (not saved: synonym tables belong to the caller).
         """
         root = Path(path)
         manifest = read_manifest(root)
@@ -339,21 +507,60 @@ class KnowledgeBase:
             _check_embedder(embedder)
             check_embedder_matches(manifest["embedder"], embedder)
             emb = embedder
+        snap_dir = root / "snapshots" / entry["id"]
+        dim = int(manifest["dim"])
         store = ChunkStore.read(
-            root / "snapshots" / entry["id"],
-            dim=int(manifest["dim"]),
+            snap_dir,
+            dim=dim,
             next_chunk_id=int(entry["next_chunk_id"]),
             files=entry["files"],
             verify=verify,
         )
+        files = entry["files"]
+        bm25 = None
+        if BM25_FILE in files:
+            _check_file(snap_dir / BM25_FILE, files[BM25_FILE], verify)
+            bm25 = BM25Index.load(snap_dir / BM25_FILE)
+            if bm25.n_rows != store.n_rows:
+                raise StoreCorruptedError(
+                    f"{snap_dir / BM25_FILE}: {bm25.n_rows} rows, the chunk store has {store.n_rows}"
+                )
+        doc_bm25 = None
+        if BM25_DOCS_FILE in files:
+            _check_file(snap_dir / BM25_DOCS_FILE, files[BM25_DOCS_FILE], verify)
+            doc_bm25 = BM25Index.load(snap_dir / BM25_DOCS_FILE)
+            n_docs = store.doc_starts().size - 1
+            if doc_bm25.n_rows != n_docs:
+                raise StoreCorruptedError(
+                    f"{snap_dir / BM25_DOCS_FILE}: {doc_bm25.n_rows} rows, the store has {n_docs} "
+                    "documents"
+                )
+        index_info = manifest["index"]
+        hnsw_config = HnswConfig.from_dict(index_info.get("hnsw", {}))
+        graph = None
+        if index_info["type"] == "hnsw":
+            if HNSW_FILE not in files:
+                raise StoreCorruptedError(f"{snap_dir}: the manifest names no {HNSW_FILE}")
+            info = files[HNSW_FILE]
+            _check_file(snap_dir / HNSW_FILE, info, False)
+            graph = HnswIndex.load(
+                snap_dir / HNSW_FILE, dim, hnsw_config, sha256=info["sha256"] if verify else None
+            )
         chunking = manifest["chunking"]
         kb = cls(
             store=store,
             embedder=emb,
             chunker=Chunker(window=int(chunking["window"]), overlap=int(chunking["overlap"])),
-            index=manifest["index"]["type"],
+            index=index_info["type"],
+            hnsw=graph,
+            hnsw_config=hnsw_config,
+            bm25=bm25,
+            doc_bm25=doc_bm25,
+            retrieval=RetrievalConfig.from_dict(manifest.get("retrieval") or {}),
+            rewriter=rewriter,
             path=root,
             snapshot=entry["id"],
+            auto=index_info.get("auto"),
         )
         # An older snapshot saved back to its own path becomes current again.
         kb._dirty = entry["id"] != manifest["current"]
@@ -379,6 +586,11 @@ class KnowledgeBase:
         """The embedder documents and questions are embedded with."""
         return self._embedder
 
+    @property
+    def index(self) -> str:
+        """The vector index in use: ``"exact"`` or ``"hnsw"``."""
+        return self._index
+
     def embed_questions(self, questions: Sequence[str], *, threads: int | None = None) -> np.ndarray:
         """Embed questions with the knowledge base's embedder: float32 ``(m, dim)``."""
         for i, q in enumerate(questions):
@@ -388,33 +600,88 @@ class KnowledgeBase:
             return self._embedder.embed_utf8(data, offsets, threads=threads)
         return _validated_vectors(self._embedder, list(questions))
 
+    def _segment_masks(
+        self, where: Mapping[str, Any] | None, principal: Principal | None
+    ) -> list[np.ndarray | None]:
+        """Eligible rows per segment: alive, and admitted by ``where`` and ``principal``."""
+        if where is None and principal is None:
+            return self._store.alive_masks()
+        if principal is not None and not isinstance(principal, Principal):
+            raise ConfigError(f"principal must be a fastrag.Principal, got {type(principal).__name__}")
+        key = canonical_key(where, principal)
+        out: list[np.ndarray | None] = []
+        for seg in self._store.segments:
+            mask = seg.filter_cache.get(key)
+            if mask is None:
+                mask = np.ones(len(seg), dtype=np.bool_)
+                if where is not None:
+                    mask &= where_mask(seg.batch, where)
+                if principal is not None:
+                    mask &= acl_mask(seg.batch, principal)
+                mask.flags.writeable = False
+                if len(seg.filter_cache) >= _FILTER_CACHE_SIZE:
+                    seg.filter_cache.pop(next(iter(seg.filter_cache)))
+                seg.filter_cache[key] = mask
+            alive = seg.alive
+            out.append(mask if alive is None else mask & alive)
+        return out
+
     def search(
-        self, query_vectors: np.ndarray, k: int, *, threads: int | None = None
+        self,
+        query_vectors: np.ndarray,
+        k: int,
+        *,
+        exact: bool = False,
+        where: Mapping[str, Any] | None = None,
+        principal: Principal | None = None,
+        threads: int | None = None,
+        _masks: list[np.ndarray | None] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` live chunks for each query vector: global rows and scores, best first.
+        """The vector leg: top-``k`` eligible chunks per query vector (global rows, cosines).
 
         Parameters
         ----------
         query_vectors : numpy.ndarray
             float32 ``(m, dim)``, L2-normalised rows.
         k : int
-            Results per query (fewer when fewer chunks are live).
+            Results per query (fewer when fewer chunks are eligible).
+        exact : bool, default False
+            Exact search even when the knowledge base has an HNSW index.
+        where, principal
+            Filters (see :mod:`fastrag.filters`).
         threads : int, optional
-            Numba threads.
+            Threads.
 
         Returns
         -------
         tuple of numpy.ndarray
-            int64 rows and float32 scores, both ``(m, k')``.
+            int64 rows and float32 scores, both ``(m, k')``, best first.
         """
         k = _check_k(k)
+        masks = self._segment_masks(where, principal) if _masks is None else _masks
+        filtered = where is not None or principal is not None
         m = query_vectors.shape[0]
+        graph = self._hnsw
+        if graph is not None and not exact:
+            eligible = None
+            if filtered:
+                eligible = np.zeros(max(graph.label_bound, self._store.next_chunk_id), np.bool_)
+                ids = self._store.chunk_ids()
+                full = np.concatenate(
+                    [mk if mk is not None else np.ones(len(s), np.bool_) for mk, s in zip(masks, self._store.segments)]
+                ) if masks else np.zeros(0, np.bool_)
+                eligible[ids[full]] = True
+            result = graph.search(query_vectors, k, eligible=eligible, threads=threads)
+            if result is not None:
+                labels, scores = result
+                return self._store.rows_of(labels), scores
         parts_ids, parts_scores = [], []
         bases = self._store.bases
         for s, seg in enumerate(self._store.segments):
-            if len(seg) == seg.n_dead:
+            mask = masks[s]
+            if len(seg) == 0 or (mask is not None and not mask.any()):
                 continue
-            ids, scores = exact_topk(query_vectors, seg.vectors, k, mask=seg.alive, threads=threads)
+            ids, scores = exact_topk(query_vectors, seg.vectors, k, mask=mask, threads=threads)
             parts_ids.append(ids + bases[s])
             parts_scores.append(scores)
         if not parts_ids:
@@ -426,34 +693,196 @@ class KnowledgeBase:
         with _threads(threads):
             return _topk_kernels.merge_topk(ids, scores, min(k, ids.shape[1]))
 
-    def retrieve(self, question: str, k: int = 5, *, threads: int | None = None) -> list[Hit]:
-        """The ``k`` chunks most similar to ``question``, best first.
+    def _retrieve_rows(
+        self,
+        queries: list[RewrittenQuery],
+        k: int,
+        *,
+        mode: str,
+        where: Mapping[str, Any] | None,
+        principal: Principal | None,
+        group_by: str | None,
+        exact: bool,
+        threads: int | None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows (``-1`` padded), ranking scores and relevances of rewritten queries."""
+        if group_by not in (None, "doc"):
+            raise ConfigError(f"group_by must be None or 'doc', got {group_by!r}")
+        if mode != "vector" and self._bm25 is None:
+            raise ConfigError(
+                f"mode {mode!r} needs the keyword index: build with keyword=True, or use mode='vector'"
+            )
+        cfg = self._retrieval
+        masks = self._segment_masks(where, principal)
+        fused = mode == "hybrid" or group_by is not None
+        width = k * cfg.oversample if fused else k
+        if group_by:
+            width = max(width, 10 * k)  # documents have several chunks each
+        m = len(queries)
+        vectors = vec_rows = vec_scores = None
+        vector_weight = vector_weight_for(cfg, self._embedder)
+        if mode in ("vector", "hybrid") and (mode == "vector" or vector_weight > 0):
+            vectors = self.embed_questions([q.text for q in queries], threads=threads)
+            vec_rows, vec_scores = self.search(
+                vectors, width, exact=exact, where=where, principal=principal, threads=threads,
+                _masks=masks,
+            )  # fmt: skip
+        key_rows = key_scores = key_weight = doc_rows = None
+        if mode in ("keyword", "hybrid"):
+            assert self._bm25 is not None
+            tokens = self._bm25.tokenizer.tokenize([q.keywords for q in queries])
+            global_mask = None
+            if any(mk is not None for mk in masks):
+                global_mask = np.concatenate(
+                    [mk if mk is not None else np.ones(len(sg), np.bool_)
+                     for mk, sg in zip(masks, self._store.segments)]
+                )  # fmt: skip
+            key_rows, key_scores = self._bm25.search_tokens(
+                tokens, width, mask=global_mask, threads=threads
+            )
+            key_weight = self._bm25.query_weights(tokens)
+            if mode == "hybrid" and self._doc_bm25 is not None and cfg.document_weight > 0:
+                doc_mask = None
+                if global_mask is not None:
+                    doc_mask = np.zeros(self._doc_bm25.n_rows, dtype=np.bool_)
+                    doc_mask[self._store.row_docs()[global_mask]] = True
+                doc_rows, _ = self._doc_bm25.search_tokens(
+                    tokens, width, mask=doc_mask, threads=threads
+                )
+        if not fused:
+            rows, scores = (vec_rows, vec_scores) if mode == "vector" else (key_rows, key_scores)
+            assert rows is not None and scores is not None
+        else:
+            lists, weights = [], []
+            if vec_rows is not None:
+                lists.append(vec_rows)
+                weights.append(vector_weight if mode == "hybrid" else 1.0)
+            if key_rows is not None:
+                lists.append(key_rows)
+                weights.append(cfg.keyword_weight if mode == "hybrid" else 1.0)
+            c = max(1, max(x.shape[1] for x in lists))
+            stacked = np.full((len(lists), m, c), -1, dtype=np.int64)
+            for i, x in enumerate(lists):
+                stacked[i, :, : x.shape[1]] = x
+            if doc_rows is not None:
+                group_lists = np.ascontiguousarray(doc_rows[None, :, :])
+                group_weights = np.array([cfg.document_weight], dtype=np.float64)
+            else:
+                group_lists = np.zeros((0, m, 1), dtype=np.int64)
+                group_weights = np.zeros(0, dtype=np.float64)
+            needs_groups = doc_rows is not None or group_by is not None
+            groups = self._store.row_docs() if needs_groups else np.zeros(0, np.int64)
+            with _threads(threads):
+                rows, scores = _fusion_kernels.rrf_fuse(
+                    stacked, np.array(weights, dtype=np.float64), group_lists, group_weights,
+                    np.ascontiguousarray(groups), float(cfg.rrf_k), k, group_by == "doc",
+                )  # fmt: skip
+            if mode != "hybrid":  # one leg, grouped: report that leg's own scores
+                source = vec_scores if mode == "vector" else key_scores
+                scores = _lookup(rows, lists[0], source, -np.inf)
+        rows = rows[:, :k]
+        scores = scores[:, :k]
+        relevance = np.zeros(rows.shape, dtype=np.float32)
+        if vectors is not None:
+            relevance = np.clip(self._row_cosines(vectors, rows), 0.0, 1.0)
+        if key_rows is not None and key_weight is not None:
+            share = _lookup(rows, key_rows, key_scores, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.where(key_weight[:, None] > 0, share / key_weight[:, None], 0.0)
+            relevance = np.maximum(relevance, np.clip(share, 0.0, 1.0).astype(np.float32))
+        relevance[rows < 0] = 0.0
+        return rows, scores.astype(np.float32), relevance
+
+    def _row_cosines(self, vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Cosine of each query vector with the vectors of its result rows (0 for padding)."""
+        out = np.zeros(rows.shape, dtype=np.float32)
+        valid = rows >= 0
+        if not valid.any():
+            return out
+        q_index = np.nonzero(valid)[0]
+        flat = rows[valid]
+        seg, local = self._store.locate(flat)
+        values = np.empty(flat.size, dtype=np.float32)
+        for s in np.unique(seg).tolist():
+            pick = seg == s
+            gathered = self._store.segments[s].vectors[local[pick]]
+            values[pick] = np.einsum("ij,ij->i", gathered, vectors[q_index[pick]])
+        out[valid] = values
+        return out
+
+    def _rewrite(self, questions: Sequence[str], rewrite: bool) -> list[RewrittenQuery]:
+        if rewrite and self.rewriter is not None:
+            return [self.rewriter(q) for q in questions]
+        return [RewrittenQuery(original=q, text=q, keywords=q) for q in questions]
+
+    def retrieve(
+        self,
+        question: str,
+        k: int = 5,
+        *,
+        mode: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        principal: Principal | None = None,
+        group_by: str | None = None,
+        exact: bool = False,
+        rewrite: bool = True,
+        reranker: Reranker | None = None,
+        threads: int | None = None,
+    ) -> list[Hit]:
+        """The ``k`` chunks that best match ``question``, best first.
 
         Parameters
         ----------
         question : str
             The question.
         k : int, default 5
-            Number of hits (fewer if the knowledge base holds fewer chunks).
+            Number of hits (fewer if fewer chunks are eligible).
+        mode : {"hybrid", "vector", "keyword"}, optional
+            Default: the knowledge base's (``hybrid`` unless configured).
+        where : mapping, optional
+            Metadata filter (see :mod:`fastrag.filters`).
+        principal : Principal, optional
+            The caller: chunks whose ``acl`` does not admit it are never returned.
+        group_by : {None, "doc"}
+            ``"doc"``: the best chunk of each of the ``k`` best documents.
+        exact : bool, default False
+            Exact vector search even when the knowledge base has an HNSW index.
+        rewrite : bool, default True
+            Pass the question through the knowledge base's query rewriter.
+        reranker : callable, optional
+            ``reranker(question, hits) -> hits``; on any failure the
+            retrieval order is kept.
         threads : int, optional
-            Numba threads.
+            Threads.
 
         Returns
         -------
         list of Hit
-            Each with its text, score and document metadata.
+            Each with its text, score, relevance and document metadata.
         """
         _check_question(question)
         k = _check_k(k)
-        vectors = self.embed_questions([question], threads=threads)
-        rows, scores = self.search(vectors, k, threads=threads)
-        return self.hits(rows[0], scores[0])
+        mode = check_mode(self._retrieval.mode if mode is None else mode)
+        queries = self._rewrite([question], rewrite)
+        rows, scores, relevance = self._retrieve_rows(
+            queries, k, mode=mode, where=where, principal=principal, group_by=group_by,
+            exact=exact, threads=threads,
+        )  # fmt: skip
+        hits = self.hits(rows[0], scores[0], relevance[0])
+        return apply_reranker(reranker, question, hits)
 
-    def hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
-        """Materialise :class:`Hit` objects for global rows (as returned by :meth:`search`)."""
+    def hits(
+        self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
+    ) -> list[Hit]:
+        """Materialise :class:`Hit` objects for global rows (``-1`` padding is skipped)."""
+        keep = rows >= 0
+        if not keep.all():
+            rows, scores = rows[keep], scores[keep]
+            relevance = None if relevance is None else relevance[keep]
         if rows.size == 0:
             return []
         records = self._store.rows(rows).to_pylist()
+        rel = [None] * rows.size if relevance is None else relevance.tolist()
         return [
             Hit(
                 chunk_id=r["chunk_id"],
@@ -464,14 +893,27 @@ class KnowledgeBase:
                 text=r["text"],
                 score=float(s),
                 metadata=metadata_of(r),
+                relevance=rv,
             )
-            for r, s in zip(records, scores.tolist())
+            for r, s, rv in zip(records, scores.tolist(), rel)
         ]
 
     def retrieve_batch(
-        self, questions: Sequence[str], k: int = 5, *, threads: int | None = None
+        self,
+        questions: Sequence[str],
+        k: int = 5,
+        *,
+        mode: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        principal: Principal | None = None,
+        group_by: str | None = None,
+        exact: bool = False,
+        rewrite: bool = True,
+        threads: int | None = None,
     ) -> pa.Table:
-        """Retrieve for many questions at once (one embedding call, one batched top-k).
+        """Retrieve for many questions at once (one embedding call, one batched search per leg).
+
+        Options as for :meth:`retrieve`.
 
         Returns
         -------
@@ -484,21 +926,29 @@ class KnowledgeBase:
             raise ConfigError("retrieve_batch() takes a sequence of questions; use retrieve()")
         questions = list(questions)
         k = _check_k(k)
+        mode = check_mode(self._retrieval.mode if mode is None else mode)
         if not questions:
             return _BATCH_SCHEMA.empty_table()
-        vectors = self.embed_questions(questions, threads=threads)
-        rows, scores = self.search(vectors, k, threads=threads)
+        for i, q in enumerate(questions):
+            _check_question(q, f"question {i}")
+        rows, scores, _ = self._retrieve_rows(
+            self._rewrite(questions, rewrite), k, mode=mode, where=where, principal=principal,
+            group_by=group_by, exact=exact, threads=threads,
+        )  # fmt: skip
         m, kk = rows.shape
-        if kk == 0:
+        valid = rows >= 0
+        if not valid.any():
             return _BATCH_SCHEMA.empty_table()
-        found = self._store.rows(rows.reshape(-1), ["chunk_id", "doc_id", "text"])
+        q_index = np.repeat(np.arange(m, dtype=np.int32), kk).reshape(m, kk)[valid]
+        rank = np.tile(np.arange(1, kk + 1, dtype=np.int32), m).reshape(m, kk)[valid]
+        found = self._store.rows(rows[valid], ["chunk_id", "doc_id", "text"])
         return pa.table(
             [
-                pa.array(np.repeat(np.arange(m, dtype=np.int32), kk)),
-                pa.array(np.tile(np.arange(1, kk + 1, dtype=np.int32), m)),
+                pa.array(q_index),
+                pa.array(rank),
                 found.column("chunk_id"),
                 found.column("doc_id").cast(pa.string()),
-                pa.array(scores.reshape(-1)),
+                pa.array(scores[valid]),
                 found.column("text"),
             ],
             schema=_BATCH_SCHEMA,
@@ -511,6 +961,12 @@ class KnowledgeBase:
         k: int = 5,
         *,
         generator: Generator | Callable[..., Any] | None = None,
+        mode: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        principal: Principal | None = None,
+        exact: bool = False,
+        rewrite: bool = True,
+        reranker: Reranker | None = None,
         threads: int | None = None,
     ) -> Answer:
         """Answer a question from the knowledge base, citing the chunks it uses.
@@ -525,8 +981,8 @@ class KnowledgeBase:
             ``generator(question, hits) -> Generation | str``; default the
             offline :class:`~fastrag.ExtractiveGenerator`. Use
             :class:`~fastrag.OpenAIChatGenerator` for a model.
-        threads : int, optional
-            Numba threads for retrieval.
+        mode, where, principal, exact, rewrite, reranker, threads
+            As for :meth:`retrieve`.
 
         Returns
         -------
@@ -536,23 +992,28 @@ class KnowledgeBase:
         t0 = time.perf_counter()
         _check_question(question)
         k = _check_k(k)
+        mode = check_mode(self._retrieval.mode if mode is None else mode)
         generate = as_generator(generator)
-        vectors = self.embed_questions([question], threads=threads)
+        queries = self._rewrite([question], rewrite)
         t1 = time.perf_counter()
-        rows, scores = self.search(vectors, k, threads=threads)
+        rows, scores, relevance = self._retrieve_rows(
+            queries, k, mode=mode, where=where, principal=principal, group_by=None,
+            exact=exact, threads=threads,
+        )  # fmt: skip
         t2 = time.perf_counter()
-        hits = self.hits(rows[0], scores[0])
+        hits = self.hits(rows[0], scores[0], relevance[0])
+        hits = apply_reranker(reranker, question, hits)
         t3 = time.perf_counter()
         generation = generate(question, hits)
         t4 = time.perf_counter()
         timings = {
-            "embed": t1 - t0,
-            "search": t2 - t1,
+            "rewrite": t1 - t0,
+            "retrieve": t2 - t1,
             "hits": t3 - t2,
             "generate": t4 - t3,
             "total": t4 - t0,
         }
-        return _make_answer(question, hits, generation, timings)
+        return _make_answer(question, hits, generation, timings, queries[0])
 
     def answer_batch(
         self,
@@ -560,14 +1021,20 @@ class KnowledgeBase:
         k: int = 5,
         *,
         generator: Generator | Callable[..., Any] | None = None,
+        mode: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        principal: Principal | None = None,
+        exact: bool = False,
+        rewrite: bool = True,
+        reranker: Reranker | None = None,
         threads: int | None = None,
     ) -> pa.Table:
-        """Answer many questions: one embedding call and one batched top-k for all.
+        """Answer many questions: one embedding call and one batched search per leg for all.
 
         A question that fails (an empty question, a generator error such as a
         model timeout) gets its ``error`` column filled and ``found`` False;
         the others are answered. Identical questions are answered once and
-        the answer repeated.
+        the answer repeated. Options as for :meth:`answer`.
 
         Returns
         -------
@@ -580,6 +1047,7 @@ class KnowledgeBase:
             raise ConfigError("answer_batch() takes a sequence of questions; use answer()")
         questions = list(questions)
         k = _check_k(k)
+        mode = check_mode(self._retrieval.mode if mode is None else mode)
         generate = as_generator(generator)
         m = len(questions)
         errors: list[str | None] = [None] * m
@@ -597,15 +1065,19 @@ class KnowledgeBase:
         texts = list(unique)
         u_hits: list[list[Hit]] = [[] for _ in texts]
         if texts:
-            vectors = self.embed_questions(texts, threads=threads)
-            rows, scores = self.search(vectors, k, threads=threads)
-            u_hits = self._hits_matrix(rows, scores)
+            rows, scores, relevance = self._retrieve_rows(
+                self._rewrite(texts, rewrite), k, mode=mode, where=where, principal=principal,
+                group_by=None, exact=exact, threads=threads,
+            )  # fmt: skip
+            u_hits = self._hits_matrix(rows, scores, relevance)
         u_out: list[Generation | str] = []
         for text, hits in zip(texts, u_hits):
             try:
+                hits = apply_reranker(reranker, text, hits)
                 u_out.append(generate(text, hits))
             except Exception as exc:  # noqa: BLE001 - one question's failure is reported, not raised
                 u_out.append(f"{type(exc).__name__}: {exc}")
+            u_hits[unique[text]] = hits
         hits_of: list[list[Hit]] = [[] for _ in range(m)]
         answers: list[str | None] = [None] * m
         found = [False] * m
@@ -634,13 +1106,66 @@ class KnowledgeBase:
             schema=ANSWER_BATCH_SCHEMA,
         )
 
-    def _hits_matrix(self, rows: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:
-        """Hits for every row of a ``search`` result, materialised in one table read."""
+    def _hits_matrix(
+        self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
+    ) -> list[list[Hit]]:
+        """Hits for every row of a search result, materialised in one table read."""
         m, kk = rows.shape
         if kk == 0:
             return [[] for _ in range(m)]
-        flat = self.hits(rows.reshape(-1), scores.reshape(-1))
-        return [flat[i * kk : (i + 1) * kk] for i in range(m)]
+        valid = rows >= 0
+        counts = valid.sum(axis=1)
+        flat = self.hits(
+            rows[valid], scores[valid], None if relevance is None else relevance[valid]
+        )
+        out, start = [], 0
+        for c in counts.tolist():
+            out.append(flat[start : start + c])
+            start += c
+        return out
+
+    # -- verification ----------------------------------------------------------
+    def verify(
+        self, questions: Sequence[str], k: int = 10, *, threads: int | None = None
+    ) -> dict[str, Any]:
+        """Recall@k of the HNSW index against exact search, with the latency of each.
+
+        Returns
+        -------
+        dict
+            ``recall`` (mean share of the exact top-k the index returns),
+            ``questions``, ``k``, ``index``, and per path ``*_ms_p50`` /
+            ``*_ms_p99`` (single-question latency) and ``*_batch_qps``.
+        """
+        if isinstance(questions, str):
+            raise ConfigError("verify() takes a sequence of questions")
+        questions = list(questions)
+        if not questions:
+            raise ConfigError("verify() needs at least one question")
+        k = _check_k(k)
+        vectors = self.embed_questions(questions, threads=threads)
+        report: dict[str, Any] = {"questions": len(questions), "k": k, "index": self._index}
+        truth_rows, _ = self.search(vectors, k, exact=True, threads=threads)
+        found_rows, _ = self.search(vectors, k, threads=threads)
+        hits = sum(
+            len(set(a[a >= 0].tolist()) & set(b[b >= 0].tolist())) for a, b in zip(found_rows, truth_rows)
+        )
+        expected = int((truth_rows >= 0).sum())
+        report["recall"] = hits / expected if expected else 1.0
+        for name, exact in (("exact", True), ("index", False)):
+            lat = []
+            for i in range(len(questions)):
+                t = time.perf_counter()
+                self.search(vectors[i : i + 1], k, exact=exact, threads=threads)
+                lat.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            self.search(vectors, k, exact=exact, threads=threads)
+            batch = time.perf_counter() - t
+            ms = np.array(lat) * 1e3
+            report[f"{name}_ms_p50"] = float(np.percentile(ms, 50))
+            report[f"{name}_ms_p99"] = float(np.percentile(ms, 99))
+            report[f"{name}_batch_qps"] = len(questions) / batch if batch > 0 else float("inf")
+        return report
 
     # -- lifetime ----------------------------------------------------------------
     def close(self) -> None:
@@ -661,7 +1186,7 @@ class KnowledgeBase:
         return len(self._store)
 
     def stats(self) -> dict[str, Any]:
-        """Sizes and settings: chunks, documents, deletions, bytes, embedder, index, path."""
+        """Sizes and settings: chunks, documents, deletions, bytes, embedder, indexes, path."""
         store = self._store
         text_bytes = sum(
             int(s.batch.column("text").buffers()[2].size) if len(s) else 0 for s in store.segments
@@ -678,6 +1203,10 @@ class KnowledgeBase:
             "overlap": self._chunker.overlap,
             "embedder": {k: v for k, v in self._embedder.config().items() if k != "vocabulary"},
             "index": self._index,
+            "hnsw": None if self._hnsw is None else {**self._hnsw_config.to_dict(), "elements": len(self._hnsw), "deleted": self._hnsw.n_deleted},
+            "auto": self._auto,
+            "keyword": None if self._bm25 is None else {**self._bm25.config(), "terms": self._bm25.n_terms},
+            "retrieval": self._retrieval.to_dict(),
             "path": str(self._path) if self._path is not None else None,
             "snapshot": self._snapshot,
             "unsaved_changes": self._dirty,
@@ -689,6 +1218,92 @@ class KnowledgeBase:
             f"KnowledgeBase(chunks={len(self)}, dim={self._store.dim}, "
             f"index={self._index!r}{where})"
         )
+
+
+def _lookup(rows: np.ndarray, keys: np.ndarray, values: np.ndarray, default: float) -> np.ndarray:
+    """Per question, the value ``keys``/``values`` give each of ``rows`` (``default`` if absent)."""
+    if rows.size == 0 or keys.size == 0:
+        return np.full(rows.shape, default, dtype=np.float32)
+    match = (rows[:, :, None] == keys[:, None, :]) & (rows[:, :, None] >= 0)
+    found = match.any(axis=2)
+    picked = np.take_along_axis(values, match.argmax(axis=2), axis=1)
+    return np.where(found, picked, default).astype(np.float32)
+
+
+def _index_keywords(
+    batch: pa.RecordBatch, overlap: int, bm25: BM25Index, doc_bm25: BM25Index, threads: int | None
+) -> None:
+    """Add a segment's chunks to the chunk keyword index and its documents to the document one."""
+    data, offsets = utf8_buffers(batch.column("text"))
+    bm25.add(data, offsets, threads=threads)
+    codes = batch.column("doc_id").indices.to_numpy(zero_copy_only=False)
+    if codes.size == 0:
+        return
+    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    doc_starts = np.append(starts, codes.size).astype(np.int64)
+    doc_data, doc_offsets = join_windows(data, offsets, doc_starts, overlap)
+    doc_bm25.add(doc_data, doc_offsets, threads=threads)
+
+
+def _hnsw_config(hnsw: HnswConfig | Mapping[str, Any] | None) -> HnswConfig:
+    if hnsw is None:
+        return HnswConfig()
+    if isinstance(hnsw, HnswConfig):
+        return hnsw
+    if isinstance(hnsw, Mapping):
+        return HnswConfig.from_dict(hnsw)
+    raise ConfigError(f"hnsw must be an HnswConfig or a dict, got {type(hnsw).__name__}")
+
+
+def _build_hnsw(store: ChunkStore, config: HnswConfig, threads: int | None) -> HnswIndex:
+    """An HNSW graph over the live vectors of every segment (labels: chunk ids)."""
+    graph: HnswIndex | None = None
+    for seg in store.segments:
+        vectors, labels = seg.vectors, seg.chunk_ids
+        if seg.alive is not None:
+            vectors, labels = vectors[seg.alive], labels[seg.alive]
+        if graph is None:
+            graph = HnswIndex.build(vectors, labels, config, threads=threads, max_elements=len(store))
+        elif len(labels):
+            graph.add(vectors, labels, threads=threads)
+    if graph is None:
+        graph = HnswIndex.build(np.zeros((0, store.dim), np.float32), np.zeros(0, np.int64), config)
+    return graph
+
+
+def _choose_index(
+    store: ChunkStore, index: str, config: HnswConfig, threads: int | None
+) -> tuple[str, HnswIndex | None, dict[str, Any] | None]:
+    """Resolve ``"auto"`` and build the graph when HNSW is the answer."""
+    if index == "exact":
+        return "exact", None, None
+    if index == "hnsw":
+        return "hnsw", _build_hnsw(store, config, threads), None
+    n = len(store)
+    if n < AUTO_MIN_ROWS:
+        return "exact", None, {"rows": n, "reason": f"fewer than {AUTO_MIN_ROWS} chunks"}
+    graph = _build_hnsw(store, config, threads)
+    seg = max(store.segments, key=len)
+    vectors = seg.vectors if seg.alive is None else seg.vectors[seg.alive]
+    labels = seg.chunk_ids if seg.alive is None else seg.chunk_ids[seg.alive]
+    use, recall = auto_choice(vectors, labels, config, threads=threads, index=graph)
+    info = {"rows": n, "recall_at_10": round(float(recall), 4)}
+    if use:
+        return "hnsw", graph, {**info, "reason": "recall at ef_search >= 0.95"}
+    return "exact", None, {**info, "reason": "HNSW recall under 0.95 on these vectors"}
+
+
+def _check_file(path: Path, info: Mapping[str, Any], verify: bool) -> None:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError as exc:
+        raise StoreCorruptedError(f"{path}: file is missing") from exc
+    if size != info["bytes"]:
+        raise StoreCorruptedError(
+            f"{path}: {size} bytes on disk, {info['bytes']} recorded: truncated or overwritten"
+        )
+    if verify and sha256_file(path) != info["sha256"]:
+        raise StoreCorruptedError(f"{path}: SHA-256 checksum mismatch: the file is corrupt")
 
 
 def _check_embedder(embedder: object) -> None:
@@ -802,7 +1417,11 @@ def _assemble(
 
 
 def _make_answer(
-    question: str, hits: list[Hit], generation: Generation, timings: dict[str, float]
+    question: str,
+    hits: list[Hit],
+    generation: Generation,
+    timings: dict[str, float],
+    query: RewrittenQuery | None = None,
 ) -> Answer:
     return Answer(
         question=question,
@@ -813,4 +1432,5 @@ def _make_answer(
         prompt=generation.prompt if generation.prompt is not None else build_user_message(question, hits),
         timings=timings,
         model=generation.model,
+        query=query,
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import orjson
 
 from ._fs import atomic_write_bytes, file_lock, fsync_dir
+from .config import fault
 from ._native import KERNEL_ABI
 from .errors import StoreCorruptedError, StoreError, StoreNotFoundError, StoreVersionError
 from .store import ChunkStore
@@ -120,6 +122,7 @@ def write_snapshot(
     *,
     keep: int | None,
     overwrite: bool = False,
+    extras: Mapping[str, Callable[[Path], dict[str, Any]]] | None = None,
 ) -> str:
     """Save ``store`` as a new snapshot of the knowledge base at ``root`` and make it current.
 
@@ -135,6 +138,9 @@ def write_snapshot(
         Snapshots to keep after the save (the new one included); ``None`` keeps all.
     overwrite : bool
         Allow replacing a knowledge base built with another embedder or dim.
+    extras : mapping, optional
+        File name -> ``write(path) -> {"bytes", "sha256"}`` for the index
+        files saved with the chunks (``hnsw.bin``, ``bm25.arrow``).
 
     Returns
     -------
@@ -142,7 +148,7 @@ def write_snapshot(
         The new snapshot's id.
     """
     try:
-        return _write_snapshot(root, store, header, keep=keep, overwrite=overwrite)
+        return _write_snapshot(root, store, header, keep=keep, overwrite=overwrite, extras=extras or {})
     except StoreError:
         raise
     except OSError as exc:
@@ -156,6 +162,7 @@ def _write_snapshot(
     *,
     keep: int | None,
     overwrite: bool,
+    extras: Mapping[str, Callable[[Path], dict[str, Any]]],
 ) -> str:
     root = Path(root)
     if root.exists() and not root.is_dir():
@@ -183,12 +190,16 @@ def _write_snapshot(
         tmp.mkdir()
         try:
             files = store.write(tmp)
+            for name, write in extras.items():
+                files[name] = write(tmp / name)
             fsync_dir(tmp)
+            fault("snapshot-files-written")
             os.rename(tmp, snapshots_dir / sid)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         fsync_dir(snapshots_dir)
+        fault("snapshot-renamed")
         entry = {
             "id": sid,
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
@@ -209,7 +220,9 @@ def _write_snapshot(
             "snapshots": [*previous, entry],
         }
         atomic_write_bytes(root / MANIFEST, orjson.dumps(new_manifest, option=orjson.OPT_INDENT_2))
+        fault("manifest-written")
         _prune_locked(root, new_manifest, keep)
+        fault("pruned")
         return sid
 
 

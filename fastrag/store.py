@@ -148,7 +148,7 @@ def _vector_view(batch: pa.RecordBatch, dim: int) -> np.ndarray:
 class Segment:
     """One record batch of the store, with numpy views of its hot columns."""
 
-    __slots__ = ("alive", "batch", "chunk_ids", "n_dead", "vectors")
+    __slots__ = ("alive", "batch", "chunk_ids", "filter_cache", "n_dead", "vectors")
 
     def __init__(self, batch: pa.RecordBatch, dim: int) -> None:
         self.batch = batch
@@ -156,6 +156,8 @@ class Segment:
         self.chunk_ids = batch.column("chunk_id").to_numpy(zero_copy_only=True)
         self.alive: np.ndarray | None = None  # None: every row is alive
         self.n_dead = 0
+        # Filter masks by canonical filter key (the segment's rows never change).
+        self.filter_cache: dict[bytes, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self.batch.num_rows
@@ -164,10 +166,11 @@ class Segment:
         """Mark rows deleted; return how many were alive."""
         if local_rows.size == 0:
             return 0
-        if self.alive is None:
-            self.alive = np.ones(len(self), dtype=np.bool_)
-        newly = int(self.alive[local_rows].sum())
-        self.alive[local_rows] = False
+        alive = np.ones(len(self), dtype=np.bool_) if self.alive is None else self.alive.copy()
+        newly = int(alive[local_rows].sum())
+        alive[local_rows] = False
+        # A new array, swapped in whole: a concurrent reader sees the old mask or the new one.
+        self.alive = alive
         self.n_dead += newly
         return newly
 
@@ -200,6 +203,8 @@ class ChunkStore:
         self.next_chunk_id = next_chunk_id
         self._bases = np.zeros(1, dtype=np.int64)
         self._doc_index: dict[str, _DocSpan] | None = None
+        self._chunk_ids: np.ndarray | None = None
+        self._row_docs: np.ndarray | None = None
         for batch in segments:
             self._push(batch)
 
@@ -228,6 +233,7 @@ class ChunkStore:
             raise StoreError(f"segment schema differs from the store's:\n{batch.schema}")
         self.segments.append(Segment(batch, self.dim))
         self._bases = np.append(self._bases, self._bases[-1] + batch.num_rows)
+        self._chunk_ids = self._row_docs = None
         if batch.num_rows:
             self.next_chunk_id = max(self.next_chunk_id, int(self.segments[-1].chunk_ids[-1]) + 1)
 
@@ -264,6 +270,63 @@ class ChunkStore:
             self._bases = np.concatenate([self._bases[:-2], self._bases[-1:]])
 
     # -- row access ----------------------------------------------------------
+    def chunk_ids(self) -> np.ndarray:
+        """Chunk id of every global row (ascending; cached)."""
+        ids = self._chunk_ids
+        if ids is None:
+            parts = [s.chunk_ids for s in self.segments]
+            ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            ids.flags.writeable = False
+            self._chunk_ids = ids
+        return ids
+
+    def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """Global rows of chunk ids that are in the store (as ``chunk_ids()`` is sorted)."""
+        ids = self.chunk_ids()
+        return np.searchsorted(ids, chunk_ids)
+
+    def row_docs(self) -> np.ndarray:
+        """Document number of every global row (cached).
+
+        Documents are numbered in store order, one number per stored
+        instance: the chunks of a document are one contiguous run of rows, and
+        a document deleted and added again is a new instance with a new number.
+        """
+        docs = self._row_docs
+        if docs is None:
+            parts = []
+            base = 0
+            for seg in self.segments:
+                codes = seg.batch.column("doc_id").indices.to_numpy(zero_copy_only=False)
+                if codes.size == 0:
+                    continue
+                start = np.empty(codes.size, dtype=np.bool_)
+                start[0] = True
+                np.not_equal(codes[1:], codes[:-1], out=start[1:])
+                numbers = np.cumsum(start, dtype=np.int64) - 1 + base
+                base = int(numbers[-1]) + 1
+                parts.append(numbers)
+            docs = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            docs.flags.writeable = False
+            self._row_docs = docs
+        return docs
+
+    def doc_starts(self) -> np.ndarray:
+        """First global row of every document instance (see :meth:`row_docs`), plus ``n_rows``."""
+        docs = self.row_docs()
+        if docs.size == 0:
+            return np.zeros(1, dtype=np.int64)
+        starts = np.flatnonzero(np.concatenate([[True], docs[1:] != docs[:-1]]))
+        return np.append(starts, docs.size).astype(np.int64)
+
+    def alive_mask(self) -> np.ndarray | None:
+        """Alive flag of every global row, or None when nothing is deleted."""
+        if not any(s.alive is not None for s in self.segments):
+            return None
+        return np.concatenate(
+            [s.alive if s.alive is not None else np.ones(len(s), np.bool_) for s in self.segments]
+        )
+
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global rows -> (segment index, local row)."""
         seg = np.searchsorted(self._bases, rows, side="right") - 1

@@ -49,10 +49,15 @@ class Hit:
     text : str
         The chunk's text.
     score : float
-        Cosine similarity to the question (higher is better).
+        The ranking score of the retrieval mode (higher is better): cosine
+        similarity (vector), BM25 (keyword) or the fused reciprocal-rank score
+        (hybrid).
     metadata : dict
         ``title``, ``source``, ``updated_at``, ``acl`` when set, and the
         document's other metadata fields.
+    relevance : float or None
+        How well the chunk matches, in ``[0, 1]`` whatever the mode (see
+        :mod:`fastrag.retrieval`); used for thresholds and confidence.
     """
 
     chunk_id: int
@@ -63,6 +68,7 @@ class Hit:
     text: str
     score: float
     metadata: dict[str, Any] = field(default_factory=dict)
+    relevance: float | None = None
 
     @property
     def title(self) -> str | None:
@@ -126,10 +132,13 @@ class Answer:
     prompt : str
         What a model was (or, for the extractive generator, would be) sent.
     timings : dict of str to float
-        Seconds spent per stage (``embed``, ``search``, ``hits``,
+        Seconds spent per stage (``rewrite``, ``retrieve``, ``hits``,
         ``generate``, ``total``).
     model : str or None
         The model that wrote the text, if any.
+    query : RewrittenQuery or None
+        The question as retrieval saw it: normalised text, keywords,
+        synonym expansions and the intent label.
     """
 
     question: str
@@ -140,6 +149,7 @@ class Answer:
     prompt: str
     timings: dict[str, float]
     model: str | None = None
+    query: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (hits as dicts, citations as marker -> chunk id)."""
@@ -157,11 +167,13 @@ class Answer:
                     "start": h.start,
                     "end": h.end,
                     "score": h.score,
+                    "relevance": h.relevance,
                     "text": h.text,
                     "metadata": h.metadata,
                 }
                 for i, h in enumerate(self.hits, 1)
             ],
+            "intent": None if self.query is None else self.query.intent,
             "model": self.model,
             "timings": self.timings,
         }

@@ -40,7 +40,7 @@ from numba import prange
 
 from ._jit import kernel, parallel_kernel
 
-__all__ = ["byte_classes", "chunk_utf8", "readonly", "warmup"]
+__all__ = ["byte_classes", "chunk_utf8", "join_windows", "readonly", "warmup"]
 
 # Byte classes (see ``byte_classes``).
 _OTHER = 0
@@ -631,4 +631,81 @@ def warmup() -> None:
     given, so writable and read-only callers share this signature.
     """
     data = np.frombuffer("a b\u3000 c".encode(), dtype=np.uint8)
-    chunk_utf8(data, np.array([0, 2, data.size], dtype=np.int64), 2, 1)
+    chunks = chunk_utf8(data, np.array([0, 2, data.size], dtype=np.int64), 2, 1)
+    join_windows(chunks[5], chunks[4], np.array([0, 1, chunks[0].size], dtype=np.int64), 1)
+
+
+@kernel
+def _skip_chars(data, p, end, n):
+    """Byte position after ``n`` code points from ``data[p]`` (not past ``end``)."""
+    while n > 0 and p < end:
+        p += 1
+        while p < end and (data[p] & 0xC0) == 0x80:
+            p += 1
+        n -= 1
+    return p
+
+
+@parallel_kernel
+def _joined_sizes(data, offsets, doc_starts, overlap, sizes):
+    for d in prange(doc_starts.size - 1):
+        total = 0
+        for c in range(doc_starts[d], doc_starts[d + 1]):
+            lo = offsets[c]
+            hi = offsets[c + 1]
+            if c > doc_starts[d]:
+                lo = _skip_chars(data, lo, hi, overlap)
+            total += hi - lo
+        sizes[d] = total
+
+
+@parallel_kernel
+def _joined_copy(data, offsets, doc_starts, overlap, out_offsets, out):
+    for d in prange(doc_starts.size - 1):
+        o = out_offsets[d]
+        for c in range(doc_starts[d], doc_starts[d + 1]):
+            lo = offsets[c]
+            hi = offsets[c + 1]
+            if c > doc_starts[d]:
+                lo = _skip_chars(data, lo, hi, overlap)
+            for p in range(lo, hi):
+                out[o] = data[p]
+                o += 1
+
+
+def join_windows(
+    data: np.ndarray, offsets: np.ndarray, doc_starts: np.ndarray, overlap: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rebuild normalised documents from their consecutive chunks.
+
+    Consecutive chunks of a document share exactly ``overlap`` code points,
+    so a document is its first chunk followed by every later chunk without
+    its first ``overlap`` code points: the normalised text the chunks were
+    cut from.
+
+    Parameters
+    ----------
+    data : uint8[::1]
+        UTF-8 bytes of the chunks.
+    offsets : int64[::1]
+        ``n_chunks + 1`` offsets into ``data``.
+    doc_starts : int64[::1]
+        ``n_docs + 1`` chunk indices: document ``d`` is chunks
+        ``doc_starts[d]:doc_starts[d + 1]``, in order.
+    overlap : int
+        The chunker's overlap, in code points.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The documents' UTF-8 bytes and ``n_docs + 1`` offsets.
+    """
+    data, offsets, doc_starts = readonly(data), readonly(offsets), readonly(doc_starts)
+    n_docs = doc_starts.size - 1
+    sizes = np.empty(n_docs, dtype=np.int64)
+    _joined_sizes(data, offsets, doc_starts, overlap, sizes)
+    out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out_offsets[1:])
+    out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
+    _joined_copy(data, offsets, doc_starts, overlap, out_offsets, out)
+    return out, out_offsets

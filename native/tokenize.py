@@ -25,15 +25,18 @@ The Python side validates everything; these kernels trust their arguments but
 never read or write out of bounds, even on malformed UTF-8 (a byte that does
 not start a complete sequence is a separator).
 
-FNV-1a multiplies in wrapping 64-bit arithmetic: Numba wraps silently, and the
-drivers below run under ``numpy.errstate(over="ignore")`` so the pure-Python
-run (``NUMBA_DISABLE_JIT=1``) wraps without a warning too.
+FNV-1a multiplies in wrapping 64-bit arithmetic: Numba wraps silently; with
+the JIT disabled (``NUMBA_DISABLE_JIT=1``) the drivers below run the kernels
+under ``numpy.errstate(over="ignore")`` so numpy wraps without a warning too
+(only then: entering ``errstate`` costs microseconds per call).
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
-from numba import prange
+from numba import config, prange
 
 from ._jit import kernel, parallel_kernel
 
@@ -48,6 +51,9 @@ __all__ = [
     "PARALLEL_MIN_BYTES",
     "SEP",
     "WORD",
+    "distinct_hashes",
+    "distinct_words",
+    "replace_words",
     "hash_strings",
     "tokenize_utf8",
     "warmup",
@@ -72,6 +78,22 @@ FNV_PRIME = 0x100000001B3
 
 KIND_CJK = 2
 """``kinds`` value of a CJK token (``1`` is a word)."""
+
+
+def _frozen(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Read-only views of the arrays (no copy).
+
+    Drivers pass every input to the kernels read-only, so each kernel has one
+    compiled signature whether the caller's arrays are writable (fresh) or
+    read-only (Arrow buffers, memory-mapped files): half the compile time.
+    """
+    out = []
+    for a in arrays:
+        if a.flags.writeable:
+            a = a.view()
+            a.flags.writeable = False
+        out.append(a)
+    return out
 
 
 @kernel(inline="always")
@@ -147,7 +169,9 @@ def _is_stop(stop, h):  # pragma: no cover - inlined
 
 
 @kernel(inline="always")
-def _emit(h, start, end, kind, stop, out_hash, out_start, out_end, out_kind, o, spans):  # pragma: no cover - inlined
+def _emit(  # pragma: no cover - inlined
+    h, start, end, kind, stop, out_hash, out_start, out_end, out_kind, o, spans
+):
     """Write one token at ``o`` unless it is a stop word; return the next slot."""
     if stop.size and _is_stop(stop, h):
         return o
@@ -189,16 +213,23 @@ def _tokenize_text(
         c = classes[cp] if 0 <= cp < n_classes else 0
         if c == 0:
             if state == 1:
-                o = _emit(h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                o = _emit(
+                    h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans
+                )
             elif state == 2 and run == 1 and not uni:
-                o = _emit(prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                o = _emit(
+                    prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind, o, spans
+                )
             state = 0
         else:
             f = fold[cp] if cp < n_fold else cp
             if c == 1:
                 if state != 1:
                     if state == 2 and run == 1 and not uni:
-                        o = _emit(prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                        o = _emit(
+                            prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind,
+                            o, spans,
+                        )
                     state = 1
                     h = offset
                     w_start = p
@@ -210,10 +241,14 @@ def _tokenize_text(
                     w_end = p + width
             else:  # CJK
                 if state == 1:
-                    o = _emit(h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                    o = _emit(
+                        h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans
+                    )
                 u = _fnv_cp(offset, f)
                 if uni:
-                    o = _emit(u, p, p + width, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+                    o = _emit(
+                        u, p, p + width, 2, stop, out_hash, out_start, out_end, out_kind, o, spans
+                    )
                 if state == 2:
                     if bi:
                         o = _emit(
@@ -256,19 +291,6 @@ def _count_pass(data, offsets, classes, fold, stop, cjk_mode, counts):
         )
 
 
-@kernel
-def _count_pass_serial(data, offsets, classes, fold, stop, cjk_mode, counts):
-    """Serial twin of :func:`_count_pass` (small batches: no thread wake-up)."""
-    empty_h = np.empty(0, dtype=np.uint64)
-    empty_i = np.empty(0, dtype=np.int64)
-    empty_k = np.empty(0, dtype=np.uint8)
-    for i in range(offsets.size - 1):
-        counts[i] = _tokenize_text(
-            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
-            empty_h, empty_i, empty_i, empty_k, 0, False,
-        )
-
-
 @parallel_kernel
 def _fill_pass(
     data, offsets, classes, fold, stop, cjk_mode, tok_offsets, out_hash, out_start, out_end,
@@ -283,19 +305,6 @@ def _fill_pass(
 
 
 @kernel
-def _fill_pass_serial(
-    data, offsets, classes, fold, stop, cjk_mode, tok_offsets, out_hash, out_start, out_end,
-    out_kind, spans,
-):
-    """Serial twin of :func:`_fill_pass`."""
-    for i in range(offsets.size - 1):
-        _tokenize_text(
-            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
-            out_hash, out_start, out_end, out_kind, tok_offsets[i], spans,
-        )
-
-
-@kernel
 def _hash_pass(data, offsets, out):
     """``out[i]`` = FNV-1a 64 of the bytes of string ``i`` (no tokenisation)."""
     for i in range(offsets.size - 1):
@@ -303,6 +312,223 @@ def _hash_pass(data, offsets, out):
         for p in range(offsets[i], offsets[i + 1]):
             h = _fnv_byte(h, data[p])
         out[i] = h
+
+
+@kernel
+def _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans):
+    """Both passes in one call, serially (small batches: one dispatch, no thread wake-up)."""
+    n = offsets.size - 1
+    empty_h = np.empty(0, dtype=np.uint64)
+    empty_i = np.empty(0, dtype=np.int64)
+    empty_k = np.empty(0, dtype=np.uint8)
+    tok_offsets = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        c = _tokenize_text(
+            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
+            empty_h, empty_i, empty_i, empty_k, 0, False,
+        )
+        tok_offsets[i + 1] = tok_offsets[i] + c
+    total = tok_offsets[n]
+    hashes = np.empty(total, dtype=np.uint64)
+    m = total if spans else 0
+    starts = np.empty(m, dtype=np.int64)
+    ends = np.empty(m, dtype=np.int64)
+    kinds = np.empty(m, dtype=np.uint8)
+    if total:
+        for i in range(n):
+            _tokenize_text(
+                data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
+                hashes, starts, ends, kinds, tok_offsets[i], spans,
+            )
+    return hashes, tok_offsets, starts, ends, kinds
+
+
+@kernel(inline="always")
+def _slot(key, mask):  # pragma: no cover - inlined
+    """Table slot of a hash: fold the high bits in (FNV-1a's low bits alone are weak)."""
+    return np.int64((key ^ (key >> np.uint64(29)) ^ (key >> np.uint64(47))) & mask)
+
+
+@kernel
+def _distinct_pass(keys):
+    """Distinct keys in first-seen order and the distinct index of every key.
+
+    Open addressing with linear probing in a power-of-two table kept at most
+    half full (doubled and rebuilt when it fills).
+    """
+    n = keys.size
+    cap = 1024
+    while cap < 2 * min(n, 1 << 16):
+        cap *= 2
+    table = np.full(cap, -1, dtype=np.int64)
+    distinct = np.empty(max(n, 1), dtype=np.uint64)
+    inverse = np.empty(n, dtype=np.int64)
+    d = 0
+    mask = np.uint64(cap - 1)
+    for i in range(n):
+        key = keys[i]
+        pos = _slot(key, mask)
+        while True:
+            j = table[pos]
+            if j < 0:
+                table[pos] = d
+                distinct[d] = key
+                inverse[i] = d
+                d += 1
+                break
+            if distinct[j] == key:
+                inverse[i] = j
+                break
+            pos = (pos + 1) & (cap - 1)
+        if 2 * d > cap:  # grow and rebuild
+            cap *= 2
+            mask = np.uint64(cap - 1)
+            table = np.full(cap, -1, dtype=np.int64)
+            for j in range(d):
+                pos = _slot(distinct[j], mask)
+                while table[pos] >= 0:
+                    pos = (pos + 1) & (cap - 1)
+                table[pos] = j
+    return distinct[:d].copy(), inverse
+
+
+def distinct_hashes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the distinct hashes, sorted, and the position of every key among them.
+
+    Like ``numpy.unique(keys, return_inverse=True)``, with a hash table (one
+    pass, then a sort of the distinct keys only) instead of a sort of all keys.
+
+    Parameters
+    ----------
+    keys : uint64[::1]
+        Hashes (read-only is fine).
+
+    Returns
+    -------
+    distinct : uint64[d]
+        The distinct values, increasing.
+    inverse : int64[keys.size]
+        ``distinct[inverse] == keys``.
+    """
+    (keys,) = _frozen(keys)
+    with _wrapping():
+        first_seen, inverse = _distinct_pass(keys)
+    order = np.argsort(first_seen)
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    return first_seen[order], rank[inverse]
+
+
+@kernel
+def _distinct_words_pass(hashes, kinds):
+    """Distinct hashes of the word tokens (``kinds == 1``): first-seen order, first positions,
+    and the distinct index of every token (-1 for a CJK token)."""
+    n = hashes.size
+    inverse = np.full(n, -1, dtype=np.int64)
+    cap = 1024
+    table = np.full(cap, -1, dtype=np.int64)
+    distinct = np.empty(16, dtype=np.uint64)
+    first = np.empty(16, dtype=np.int64)
+    d = 0
+    mask = np.uint64(cap - 1)
+    for i in range(n):
+        if kinds[i] != 1:
+            continue
+        key = hashes[i]
+        pos = _slot(key, mask)
+        while True:
+            j = table[pos]
+            if j < 0:
+                if d == distinct.size:
+                    grown = np.empty(2 * d, dtype=np.uint64)
+                    grown[:d] = distinct
+                    distinct = grown
+                    grown_first = np.empty(2 * d, dtype=np.int64)
+                    grown_first[:d] = first
+                    first = grown_first
+                table[pos] = d
+                distinct[d] = key
+                first[d] = i
+                inverse[i] = d
+                d += 1
+                break
+            if distinct[j] == key:
+                inverse[i] = j
+                break
+            pos = (pos + 1) & (cap - 1)
+        if 2 * d > cap:
+            cap *= 2
+            mask = np.uint64(cap - 1)
+            table = np.full(cap, -1, dtype=np.int64)
+            for j in range(d):
+                pos = _slot(distinct[j], mask)
+                while table[pos] >= 0:
+                    pos = (pos + 1) & (cap - 1)
+                table[pos] = j
+    return distinct[:d].copy(), first[:d].copy(), inverse
+
+
+def distinct_words(
+    hashes: np.ndarray, kinds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the distinct hashes of the word tokens and the first token holding each.
+
+    Parameters
+    ----------
+    hashes : uint64[::1]
+        Token hashes.
+    kinds : uint8[::1]
+        Token kinds (``1`` = word) from :func:`tokenize_utf8` with spans.
+
+    Returns
+    -------
+    distinct : uint64[d]
+        Distinct word hashes, in first-seen order.
+    first : int64[d]
+        Index of the first token with each hash.
+    inverse : int64[hashes.size]
+        For every word token the index of its hash in ``distinct``; -1 for
+        the other tokens.
+    """
+    hashes, kinds = _frozen(hashes, kinds)
+    with _wrapping():
+        return _distinct_words_pass(hashes, kinds)
+
+
+@parallel_kernel
+def _replace_words_pass(hashes, inverse, values, out):
+    """``out[i]`` = ``values[inverse[i]]`` where ``inverse[i] >= 0``, else ``hashes[i]``."""
+    for i in prange(hashes.size):
+        j = inverse[i]
+        out[i] = values[j] if 0 <= j < values.size else hashes[i]
+
+
+def replace_words(hashes: np.ndarray, inverse: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Replace the hash of every word token (stemming), by its distinct index.
+
+    Parameters
+    ----------
+    hashes : uint64[::1]
+        Token hashes.
+    inverse : int64[::1]
+        From :func:`distinct_words` (-1: keep the token's hash).
+    values : uint64[::1]
+        New hash of every distinct word.
+
+    Returns
+    -------
+    uint64[hashes.size]
+        The new hashes.
+    """
+    hashes, inverse, values = _frozen(hashes, inverse, values)
+    out = np.empty(hashes.size, dtype=np.uint64)
+    _replace_words_pass(hashes, inverse, values, out)
+    return out
+
+
+def _wrapping() -> contextlib.AbstractContextManager:
+    """``errstate(over="ignore")`` when the kernels run as plain Python, else nothing."""
+    return np.errstate(over="ignore") if config.DISABLE_JIT else contextlib.nullcontext()
 
 
 PARALLEL_MIN_BYTES = 1 << 16
@@ -357,14 +583,16 @@ def tokenize_utf8(
         ``1`` for a word, ``2`` for a CJK unigram or bigram (only when
         ``spans``; else empty).
     """
+    data, offsets, classes, fold, stop = _frozen(data, offsets, classes, fold, stop)
     n = offsets.size - 1
     if parallel is None:
         parallel = n > 1 and offsets[-1] - offsets[0] >= PARALLEL_MIN_BYTES
-    count = _count_pass if parallel else _count_pass_serial
-    fill = _fill_pass if parallel else _fill_pass_serial
+    if not parallel:
+        with _wrapping():
+            return _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans)
     counts = np.empty(n, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        count(data, offsets, classes, fold, stop, cjk_mode, counts)
+    with _wrapping():
+        _count_pass(data, offsets, classes, fold, stop, cjk_mode, counts)
         tok_offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=tok_offsets[1:])
         total = int(tok_offsets[-1])
@@ -374,7 +602,7 @@ def tokenize_utf8(
         ends = np.empty(m, dtype=np.int64)
         kinds = np.empty(m, dtype=np.uint8)
         if total:
-            fill(
+            _fill_pass(
                 data, offsets, classes, fold, stop, cjk_mode, tok_offsets, hashes, starts, ends,
                 kinds, spans,
             )
@@ -397,18 +625,19 @@ def hash_strings(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         The hashes; equal to the token hash of a token whose folded text is
         the string.
     """
+    data, offsets = _frozen(data, offsets)
     out = np.empty(offsets.size - 1, dtype=np.uint64)
-    with np.errstate(over="ignore"):
+    with _wrapping():
         _hash_pass(data, offsets, out)
     return out
 
 
 def warmup() -> None:
-    """Compile :func:`tokenize_utf8` and :func:`hash_strings` for the signatures used.
+    """Compile every kernel of this module (serial and parallel passes, with spans).
 
-    Data and offsets are each compiled writable and read-only, serial and
-    parallel, with and without spans; the tables are always writable
-    (``fastrag.tokenize`` builds them).
+    The drivers hand every input to the kernels read-only (see
+    :func:`_frozen`), so one signature per kernel serves writable and
+    read-only (Arrow, memory-mapped) inputs alike.
     """
     raw = np.frombuffer("Ab, c\u00e9 \u4e2d\u6587 x".encode(), dtype=np.uint8)
     offs = np.array([0, 3, raw.size], dtype=np.int64)
@@ -418,15 +647,11 @@ def warmup() -> None:
     classes[0x300:0x370] = MARK
     fold = np.arange(0x10000, dtype=np.int32)
     stop = np.zeros(1, dtype=np.uint64)
-    for data_writable in (True, False):
-        for offsets_writable in (True, False):
-            d = raw.copy()
-            o = offs.copy()
-            d.flags.writeable = data_writable
-            o.flags.writeable = offsets_writable
-            for parallel in (False, True):
-                for spans in (False, True):
-                    tokenize_utf8(
-                        d, o, classes, fold, stop, CJK_BOTH, spans=spans, parallel=parallel
-                    )
-            hash_strings(d, o)
+    for parallel in (False, True):
+        hashes, _, _, _, kinds = tokenize_utf8(
+            raw, offs, classes, fold, stop, CJK_BOTH, spans=True, parallel=parallel
+        )
+    hash_strings(raw, offs)
+    distinct_hashes(hashes)
+    distinct, _, inverse = distinct_words(hashes, kinds)
+    replace_words(hashes, inverse, distinct)

@@ -17,7 +17,7 @@ import sys
 
 import numba
 
-from . import chunking, embedding, topk
+from . import bm25, chunking, embedding, tokenize, topk
 from ._jit import CACHE
 
 __all__ = ["compile_all"]
@@ -58,6 +58,8 @@ def compile_all() -> None:
     child = _start_child()
     embedding.warmup()
     topk.warmup()
+    tokenize.warmup()
+    bm25.warmup()
     if child is not None:
         child.wait()  # success or not, the call below compiles what is missing
     chunking.warmup()

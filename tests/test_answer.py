@@ -105,8 +105,9 @@ def test_answer_carries_hits_citations_prompt_timings(demo_kb):
     for marker, hit in ans.citations.items():
         assert ans.hits[marker - 1] == hit
     assert ans.prompt.startswith("【知识库】\n[1] ") and ans.prompt.endswith("【问题】\n年假怎么申请？")
-    assert set(ans.timings) == {"embed", "search", "hits", "generate", "total"}
-    assert ans.timings["total"] >= ans.timings["search"] >= 0
+    assert set(ans.timings) == {"rewrite", "retrieve", "hits", "generate", "total"}
+    assert ans.timings["total"] >= ans.timings["retrieve"] >= 0
+    assert ans.query is not None and ans.query.intent == "procedural"
     d = ans.to_dict()
     assert d["answer"] == ans.text and len(d["hits"]) == 4
 

@@ -51,7 +51,7 @@ def test_hits_carry_text_offsets_and_metadata(kb, docs):
 
 def test_cosine_identical_is_one_and_unrelated_is_zero():
     kb = KnowledgeBase.build([{"id": "a", "text": "abc"}, {"id": "b", "text": "xyz"}])
-    hits = kb.retrieve("abc", k=2)
+    hits = kb.retrieve("abc", k=2, mode="vector")
     assert hits[0].doc_id == "a" and hits[0].score == pytest.approx(1.0, abs=1e-6)
     assert hits[1].doc_id == "b" and hits[1].score == pytest.approx(0.0, abs=1e-7)
 

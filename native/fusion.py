@@ -1,0 +1,164 @@
+"""Reciprocal rank fusion of ranked candidate lists, with optional grouping.
+
+Each question has ``L`` ranked lists of candidate rows (``-1`` padding). A
+candidate's fused score is ``sum over lists of weight / (rrf_k + rank)``
+(ranks from 1); a list may instead rank *groups* (documents), in which case
+every candidate of that group receives the group's contribution. The result
+is the best ``k`` candidates by fused score (ties: lower row), or with
+grouping the best candidate of each of the best ``k`` groups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from ._jit import kernel, parallel_kernel
+
+__all__ = ["rrf_fuse", "warmup"]
+
+
+@kernel
+def _fuse_one(
+    rows, weights, group_lists, group_weights, groups, rrf_k, k, by_group, out_rows, out_scores
+):
+    """Fuse the lists of one question into ``out_rows`` / ``out_scores`` (length ``k``)."""
+    n_lists, c = rows.shape
+    total = n_lists * c
+    ids = np.empty(total, dtype=np.int64)
+    contrib = np.empty(total, dtype=np.float64)
+    n = 0
+    for li in range(n_lists):
+        w = weights[li]
+        for j in range(c):
+            r = rows[li, j]
+            if r < 0:
+                break
+            ids[n] = r
+            contrib[n] = w / (rrf_k + j + 1.0)
+            n += 1
+    for t in range(out_rows.size):
+        out_rows[t] = -1
+        out_scores[t] = -np.inf
+    if n == 0:
+        return
+    order = np.argsort(ids[:n], kind="mergesort")
+    uniq = np.empty(n, dtype=np.int64)
+    score = np.empty(n, dtype=np.float64)
+    u = -1
+    prev = -2
+    for t in range(n):
+        r = ids[order[t]]
+        if r != prev:
+            u += 1
+            uniq[u] = r
+            score[u] = 0.0
+            prev = r
+        score[u] += contrib[order[t]]
+    nu = u + 1
+    # Group lists: every candidate of a ranked group gets that group's share.
+    n_glists, cg = group_lists.shape
+    if n_glists > 0:
+        for gi in range(n_glists):
+            w = group_weights[gi]
+            # (group, rank) pairs sorted by group, for a binary search per candidate.
+            gcount = 0
+            for j in range(cg):
+                if group_lists[gi, j] < 0:
+                    break
+                gcount += 1
+            if gcount == 0:
+                continue
+            gorder = np.argsort(group_lists[gi, :gcount])
+            gsorted = group_lists[gi, :gcount][gorder]
+            for t in range(nu):
+                g = groups[uniq[t]]
+                pos = np.searchsorted(gsorted, g)
+                if pos < gcount and gsorted[pos] == g:
+                    score[t] += w / (rrf_k + gorder[pos] + 1.0)
+    # Rank: score descending, then row ascending (uniq is ascending: a stable sort keeps it).
+    rank = np.argsort(-score[:nu], kind="mergesort")
+    m = 0
+    if by_group:
+        seen_groups = np.empty(k, dtype=np.int64)
+        for t in range(nu):
+            r = uniq[rank[t]]
+            g = groups[r]
+            dup = False
+            for s in range(m):
+                if seen_groups[s] == g:
+                    dup = True
+                    break
+            if dup:
+                continue
+            seen_groups[m] = g
+            out_rows[m] = r
+            out_scores[m] = score[rank[t]]
+            m += 1
+            if m == k:
+                break
+    else:
+        for t in range(min(k, nu)):
+            out_rows[t] = uniq[rank[t]]
+            out_scores[t] = score[rank[t]]
+
+
+@parallel_kernel
+def rrf_fuse(rows, weights, group_lists, group_weights, groups, rrf_k, k, by_group):
+    """Fuse ranked lists per question (parallel over questions).
+
+    Parameters
+    ----------
+    rows : int64[:, :, ::1]
+        ``(L, m, c)``: list ``l``'s ranked rows for question ``q``, ``-1`` padding.
+    weights : float64[::1]
+        ``(L,)`` list weights.
+    group_lists : int64[:, :, ::1]
+        ``(G, m, cg)``: ranked group numbers per question (``G`` may be 0).
+    group_weights : float64[::1]
+        ``(G,)`` weights of the group lists.
+    groups : int64[::1]
+        Group number of every row (needed with group lists or ``by_group``;
+        may be empty otherwise).
+    rrf_k : float
+        The fusion constant.
+    k : int
+        Results per question.
+    by_group : bool
+        Keep only the best row of each group.
+
+    Returns
+    -------
+    out_rows : int64[m, k]
+        Fused rows, best first, ``-1`` padding.
+    out_scores : float32[m, k]
+        Fused scores, ``-inf`` padding.
+    """
+    m = rows.shape[1]
+    out_rows = np.empty((m, k), dtype=np.int64)
+    out_scores = np.empty((m, k), dtype=np.float64)
+    for q in prange(m):
+        _fuse_one(
+            rows[:, q, :],
+            weights,
+            group_lists[:, q, :],
+            group_weights,
+            groups,
+            rrf_k,
+            k,
+            by_group,
+            out_rows[q],
+            out_scores[q],
+        )
+    return out_rows, out_scores.astype(np.float32)
+
+
+def warmup() -> None:
+    """Compile the one signature the engine uses."""
+    rows = np.array([[[0, 1, -1]], [[1, 2, 0]]], dtype=np.int64)
+    groups = np.array([0, 0, 1], dtype=np.int64)
+    glists = np.array([[[1, 0, -1]]], dtype=np.int64)
+    weights = np.ones(2)
+    for gl, gw in ((glists, np.ones(1)), (np.zeros((0, 1, 1), np.int64), np.zeros(0))):
+        for by_group in (False, True):
+            rrf_fuse(rows, weights, gl, gw, groups, 60.0, 2, by_group)
