@@ -42,8 +42,14 @@ from .errors import (
     StoreNotFoundError,
     StoreVersionError,
 )
+from .hnsw import HnswConfig
 from .pipeline import BuildProgress, KnowledgeBase
+from .rerank import LLMReranker
+from .retrieval import RetrievalConfig
+from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .snapshots import SnapshotInfo
+from .tokenize import Tokenizer
+from .filters import Principal
 from .generation import ExtractiveGenerator, Generator
 from .types import Answer, Document, Generation, Hit
 from .warmup import warmup
@@ -71,22 +77,30 @@ __all__ = [
     "GenerationError",
     "Generator",
     "Hit",
+    "HnswConfig",
     "KERNEL_ABI",
     "KnowledgeBase",
+    "LLMReranker",
+    "LLMRewriter",
     "ModelError",
     "ModelResponseError",
     "ModelTimeoutError",
     "NotFittedError",
     "OpenAIChatGenerator",
     "OpenAIEmbedder",
+    "Principal",
+    "QueryRewriter",
     "RateLimitError",
+    "RetrievalConfig",
     "RetryExhaustedError",
+    "RewrittenQuery",
     "SearchIndexError",
     "SnapshotInfo",
     "StoreCorruptedError",
     "StoreError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "Tokenizer",
     "VocabularyEmbedder",
     "__version__",
     "warmup",

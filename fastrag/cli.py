@@ -207,6 +207,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluation import evaluate_beir
+
+    modes = [m.strip() for m in args.mode.split(",") if m.strip()]
+    print(f"indexing {args.dataset} ({args.window}/{args.overlap} windows) ...", file=sys.stderr)
+    reports = evaluate_beir(args.dataset, modes=modes, window=args.window, overlap=args.overlap)
+    if args.json:
+        for r in reports:
+            sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")
+        return 0
+    print(f"{'dataset':<12} {'mode':<8} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'ms/query':>9}")
+    for r in reports:
+        print(
+            f"{r.dataset:<12} {r.mode:<8} {r.queries:>7} {r.ndcg_at_10:>8.4f} {r.recall_at_100:>7.4f} "
+            f"{r.mrr_at_10:>7.4f} {r.ms_per_query:>9.3f}"
+        )
+    print(f"(index built in {reports[0].build_seconds:.1f} s)" if reports else "")
+    return 0
+
+
 def cmd_warmup(args: argparse.Namespace) -> int:
     seconds = warmup()
     print(f"kernels ready in {seconds:.2f} s")
@@ -309,6 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("info", "print a knowledge base's statistics and snapshots as JSON")
     p.add_argument("kb", help="knowledge-base folder")
     p.set_defaults(func=cmd_info)
+
+    p = add("eval", "score retrieval on a BEIR-layout folder (nDCG@10, Recall@100, MRR@10)")
+    p.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl and qrels.tsv")
+    p.add_argument("--mode", default="vector,keyword,hybrid", help="comma-separated modes")
+    p.add_argument("--window", type=int, default=200, help="chunk size in characters (200)")
+    p.add_argument("--overlap", type=int, default=40, help="chunk overlap in characters (40)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per mode")
+    p.set_defaults(func=cmd_eval)
 
     p = add("warmup", "compile (or load cached) kernels and report the time")
     p.set_defaults(func=cmd_warmup)

@@ -719,6 +719,52 @@ class KnowledgeBase:
         if group_by:
             width = max(width, 10 * k)  # documents have several chunks each
         m = len(queries)
+        n_rows = self._store.n_rows
+        while True:
+            legs = self._legs(queries, k, width, mode, where, principal, group_by, exact, threads, masks)
+            rows, vec_rows, key_rows = legs[0], legs[6], legs[3]
+            # Grouping can leave fewer than k documents when a few long
+            # documents took every candidate: widen and search again, as long
+            # as some leg had more candidates to give (a full list).
+            full = any(
+                x is not None and x.shape[1] >= width and bool((x[:, -1] >= 0).any())
+                for x in (vec_rows, key_rows)
+            )
+            short = ((rows >= 0).sum(axis=1) < min(k, n_rows)).any()
+            if not group_by or not short or not full or width >= n_rows:
+                break
+            width = min(n_rows, width * 4)
+        rows, scores, vectors, key_rows, key_scores, key_weight, _ = legs
+        rows = rows[:, :k]
+        scores = scores[:, :k]
+        relevance = np.zeros(rows.shape, dtype=np.float32)
+        if vectors is not None:
+            relevance = np.clip(self._row_cosines(vectors, rows), 0.0, 1.0)
+        if key_rows is not None and key_weight is not None:
+            share = _lookup(rows, key_rows, key_scores, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.where(key_weight[:, None] > 0, share / key_weight[:, None], 0.0)
+            relevance = np.maximum(relevance, np.clip(share, 0.0, 1.0).astype(np.float32))
+        relevance[rows < 0] = 0.0
+        return rows, scores.astype(np.float32), relevance
+
+    def _legs(
+        self,
+        queries: list[RewrittenQuery],
+        k: int,
+        width: int,
+        mode: str,
+        where: Mapping[str, Any] | None,
+        principal: Principal | None,
+        group_by: str | None,
+        exact: bool,
+        threads: int | None,
+        masks: list[np.ndarray | None],
+    ) -> tuple[Any, ...]:
+        """Run the legs of ``mode`` with ``width`` candidates each, then fuse or pass through."""
+        cfg = self._retrieval
+        fused = mode == "hybrid" or group_by is not None
+        m = len(queries)
         vectors = vec_rows = vec_scores = None
         vector_weight = vector_weight_for(cfg, self._embedder)
         if mode in ("vector", "hybrid") and (mode == "vector" or vector_weight > 0):
@@ -780,18 +826,7 @@ class KnowledgeBase:
             if mode != "hybrid":  # one leg, grouped: report that leg's own scores
                 source = vec_scores if mode == "vector" else key_scores
                 scores = _lookup(rows, lists[0], source, -np.inf)
-        rows = rows[:, :k]
-        scores = scores[:, :k]
-        relevance = np.zeros(rows.shape, dtype=np.float32)
-        if vectors is not None:
-            relevance = np.clip(self._row_cosines(vectors, rows), 0.0, 1.0)
-        if key_rows is not None and key_weight is not None:
-            share = _lookup(rows, key_rows, key_scores, 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = np.where(key_weight[:, None] > 0, share / key_weight[:, None], 0.0)
-            relevance = np.maximum(relevance, np.clip(share, 0.0, 1.0).astype(np.float32))
-        relevance[rows < 0] = 0.0
-        return rows, scores.astype(np.float32), relevance
+        return rows, scores, vectors, key_rows, key_scores, key_weight, vec_rows
 
     def _row_cosines(self, vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Cosine of each query vector with the vectors of its result rows (0 for padding)."""
