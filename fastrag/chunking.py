@@ -169,7 +169,7 @@ class Chunker:
             If ``threads`` is invalid.
         """
         data, offsets = _as_utf8(texts)
-        with _threads(threads):
+        with _threads(threads, work=int(offsets[-1] - offsets[0]) * 4):
             doc, ord_, start, end, text_offsets, text_data = _kernels.chunk_utf8(
                 data, offsets, self.window, self.overlap
             )

@@ -23,7 +23,7 @@ from .datasets import demo_documents
 from .embedding import DEFAULT_MAX_FEATURES, VocabularyEmbedder
 from .errors import FastragError
 from .pipeline import BuildProgress, KnowledgeBase
-from .sources import iter_documents
+from .sources import iter_documents, read_questions
 from .types import Answer, Hit
 from .warmup import warmup
 
@@ -113,7 +113,12 @@ def _print_answer(ans: Answer) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     failures = _Failures()
-    embedder = VocabularyEmbedder(None if args.max_features == 0 else args.max_features)
+    if args.embedder == "openai":
+        from .clients import OpenAIEmbedder
+
+        embedder: Any = OpenAIEmbedder()
+    else:
+        embedder = VocabularyEmbedder(None if args.max_features == 0 else args.max_features)
     print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     t0 = time.perf_counter()
     kb = KnowledgeBase.build(
@@ -121,6 +126,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         window=args.window,
         overlap=args.overlap,
         embedder=embedder,
+        index=args.index,
         threads=args.threads,
         progress=_build_progress(sys.stderr),
     )
@@ -136,9 +142,20 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generator(args: argparse.Namespace) -> Any:
+    """``--llm``: the OpenAI-compatible chat model configured by FASTRAG_* variables."""
+    if not getattr(args, "llm", False):
+        return None
+    from .clients import OpenAIChatGenerator
+
+    return OpenAIChatGenerator()
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     kb = KnowledgeBase.load(args.kb)
-    ans = kb.answer(args.question, k=args.k, threads=args.threads)
+    ans = kb.answer(
+        args.question, k=args.k, threads=args.threads, generator=_generator(args), mode=args.mode
+    )
     if args.json:
         sys.stdout.write(orjson.dumps(ans.to_dict()).decode() + "\n")
     else:
@@ -147,17 +164,35 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    kb = KnowledgeBase.load(args.kb)
-    summary = answer_file(
-        kb,
-        args.questions,
-        args.out,
-        k=args.k,
-        batch_size=args.batch_size,
-        resume=args.resume,
-        threads=args.threads,
-        progress=_batch_progress(sys.stderr),
-    )
+    if args.engine == "ray":
+        from .distributed import answer_file_ray
+
+        summary = answer_file_ray(
+            args.kb, args.questions, args.out, address=args.address, k=args.k,
+            batch_size=args.batch_size, resume=args.resume, mode=args.mode,
+            generator=_generator(args),
+        )  # fmt: skip
+    else:
+        kb = KnowledgeBase.load(args.kb)
+        options: dict[str, Any] = {"mode": args.mode}
+        if args.max_concurrency is not None:
+            options["max_concurrency"] = args.max_concurrency
+        if args.rpm is not None:
+            options["requests_per_minute"] = args.rpm
+        if args.tpm is not None:
+            options["tokens_per_minute"] = args.tpm
+        summary = answer_file(
+            kb,
+            args.questions,
+            args.out,
+            k=args.k,
+            generator=_generator(args),
+            batch_size=args.batch_size,
+            resume=args.resume,
+            threads=args.threads,
+            progress=_batch_progress(sys.stderr),
+            answer_options=options,
+        )
     print(file=sys.stderr)
     print(
         f"{summary.questions:,} questions: {summary.answered:,} answered "
@@ -224,6 +259,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{r.mrr_at_10:>7.4f} {r.ms_per_query:>9.3f}"
         )
     print(f"(index built in {reports[0].build_seconds:.1f} s)" if reports else "")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    kb = KnowledgeBase.load(args.kb)
+    questions = [q.text for q in read_questions(args.questions) if isinstance(q.text, str) and q.text.strip()]
+    report = kb.verify(questions[: args.limit], k=args.k)
+    if args.json:
+        sys.stdout.write(orjson.dumps(report).decode() + "\n")
+        return 0
+    print(
+        f"{report['questions']} questions, k={report['k']}, index {report['index']}: "
+        f"recall@{report['k']} {report['recall']:.4f}"
+    )
+    for name in ("exact", "index"):
+        print(
+            f"  {name:<5} p50 {report[name + '_ms_p50']:.3f} ms  p99 {report[name + '_ms_p99']:.3f} ms"
+            f"  batch {report[name + '_batch_qps']:,.0f} questions/s"
+        )
     return 0
 
 
@@ -296,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_FEATURES,
         help=f"vocabulary cap of the embedder, 0 = none ({DEFAULT_MAX_FEATURES})",
     )
+    p.add_argument("--index", choices=("exact", "hnsw", "auto"), default="exact",
+                   help="vector index (default exact; auto: HNSW for large corpora when its recall holds)")
+    p.add_argument("--embedder", choices=("vocabulary", "openai"), default="vocabulary",
+                   help="vocabulary (offline, default) or openai (FASTRAG_BASE_URL / FASTRAG_API_KEY / "
+                   "FASTRAG_EMBED_MODEL)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--overwrite", action="store_true", help="replace a different knowledge base")
     p.set_defaults(func=cmd_index)
@@ -304,6 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question")
     p.add_argument("--kb", required=True, help="knowledge-base folder")
     p.add_argument("-k", "--k", type=int, default=5, help="chunks retrieved (default 5)")
+    p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default=None,
+                   help="retrieval mode (default: the knowledge base's, hybrid)")
+    p.add_argument("--llm", action="store_true",
+                   help="answer with the chat model of FASTRAG_BASE_URL / FASTRAG_API_KEY / "
+                   "FASTRAG_CHAT_MODEL instead of the offline extractive answerer")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.set_defaults(func=cmd_ask)
@@ -315,6 +379,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=int, default=5, help="chunks per question (default 5)")
     p.add_argument("--batch-size", type=int, default=1024, help="questions per batch (1024)")
     p.add_argument("--resume", action="store_true", help="keep finished rows of --out, do the rest")
+    p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default=None,
+                   help="retrieval mode (default: the knowledge base's, hybrid)")
+    p.add_argument("--llm", action="store_true",
+                   help="answer with the chat model configured by FASTRAG_* variables")
+    p.add_argument("--max-concurrency", type=int, default=None,
+                   help="model calls in flight (default: the client's FASTRAG_MAX_CONCURRENCY)")
+    p.add_argument("--rpm", type=float, default=None, help="model requests per minute, at most")
+    p.add_argument("--tpm", type=float, default=None, help="prompt tokens per minute, at most")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local (this process) or ray (Ray Data; pip install 'fastrag-engine[distributed]')")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: a local Ray)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.set_defaults(func=cmd_batch)
 
@@ -337,6 +412,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overlap", type=int, default=40, help="chunk overlap in characters (40)")
     p.add_argument("--json", action="store_true", help="print one JSON object per mode")
     p.set_defaults(func=cmd_eval)
+
+    p = add("verify", "recall@k of the knowledge base's index against exact search, and latencies")
+    p.add_argument("questions", help="questions file (.txt .jsonl .csv .parquet)")
+    p.add_argument("--kb", required=True, help="knowledge-base folder")
+    p.add_argument("-k", "--k", type=int, default=10, help="depth (default 10)")
+    p.add_argument("--limit", type=int, default=1000, help="questions used, at most (1000)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_verify)
 
     p = add("warmup", "compile (or load cached) kernels and report the time")
     p.set_defaults(func=cmd_warmup)

@@ -284,7 +284,8 @@ class VocabularyEmbedder:
                 f"out must be a writable C-contiguous float32 array of shape {(n, self.dim)}"
             )
         if n:
-            with _threads(threads):
+            work = int(offsets[-1] - offsets[0]) + n * self.dim * 4
+            with _threads(threads, work=work):
                 _kernels.embed_counts(readonly(data), readonly(offsets), table, out)
         return out
 

@@ -371,7 +371,7 @@ def exact_topk(
     elif not msk.flags.writeable:
         # One mask type in the kernels; n bytes copied next to n * d * 4 read.
         msk = msk.copy()
-    with _threads(threads) as nthreads:
+    with _threads(threads, work=m * n * d * 4) as nthreads:
         if m < BLAS_MIN_BATCH:
             return _scan_path(q, c, msk, kk, nthreads)
         return _blas_path(q, c, msk, kk, nthreads)
@@ -426,5 +426,5 @@ def merge_topk(
         i = i.copy()
     if not s.flags.writeable:
         s = s.copy()
-    with _threads(threads):
+    with _threads(threads, work=i.size * 12):
         return _topk.merge_topk(i, s, kk)

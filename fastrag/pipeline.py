@@ -38,6 +38,7 @@ from .errors import (
 )
 from .exact import exact_topk
 from .filters import Principal, acl_mask, canonical_key, where_mask
+from .concurrent import generate_all
 from .generation import Generator, as_generator
 from .hnsw import AUTO_MIN_ROWS, HnswConfig, HnswIndex, auto_choice
 from .prompt import build_user_message
@@ -690,7 +691,7 @@ class KnowledgeBase:
             return parts_ids[0], parts_scores[0]
         ids = np.ascontiguousarray(np.concatenate(parts_ids, axis=1))
         scores = np.ascontiguousarray(np.concatenate(parts_scores, axis=1))
-        with _threads(threads):
+        with _threads(threads, work=ids.size * 12):
             return _topk_kernels.merge_topk(ids, scores, min(k, ids.shape[1]))
 
     def _retrieve_rows(
@@ -818,7 +819,7 @@ class KnowledgeBase:
                 group_weights = np.zeros(0, dtype=np.float64)
             needs_groups = doc_rows is not None or group_by is not None
             groups = self._store.row_docs() if needs_groups else np.zeros(0, np.int64)
-            with _threads(threads):
+            with _threads(threads, work=stacked.size * 64):
                 rows, scores = _fusion_kernels.rrf_fuse(
                     stacked, np.array(weights, dtype=np.float64), group_lists, group_weights,
                     np.ascontiguousarray(groups), float(cfg.rrf_k), k, group_by == "doc",
@@ -1063,13 +1064,31 @@ class KnowledgeBase:
         rewrite: bool = True,
         reranker: Reranker | None = None,
         threads: int | None = None,
+        max_concurrency: int | None = None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
     ) -> pa.Table:
         """Answer many questions: one embedding call and one batched search per leg for all.
 
-        A question that fails (an empty question, a generator error such as a
-        model timeout) gets its ``error`` column filled and ``found`` False;
-        the others are answered. Identical questions are answered once and
-        the answer repeated. Options as for :meth:`answer`.
+        Generation then runs concurrently: a generator with an async form
+        (:class:`~fastrag.OpenAIChatGenerator`) keeps up to
+        ``max_concurrency`` model calls in flight on one event loop, a plain
+        callable runs on that many threads (see :mod:`fastrag.concurrent`),
+        within the optional ``requests_per_minute`` and ``tokens_per_minute``.
+        A question that fails (an empty question, a model error after the
+        client's retries) gets its ``error`` column filled and ``found``
+        False; the others are answered, in input order. Identical questions
+        are answered once and the answer repeated. Other options as for
+        :meth:`answer`.
+
+        Parameters
+        ----------
+        max_concurrency : int, optional
+            Generator calls in flight; default the generator's own
+            ``max_concurrency`` for model clients, 1 for the extractive
+            generator and plain callables.
+        requests_per_minute, tokens_per_minute : float, optional
+            Rate limits for the generator calls.
 
         Returns
         -------
@@ -1105,14 +1124,20 @@ class KnowledgeBase:
                 group_by=None, exact=exact, threads=threads,
             )  # fmt: skip
             u_hits = self._hits_matrix(rows, scores, relevance)
-        u_out: list[Generation | str] = []
-        for text, hits in zip(texts, u_hits):
-            try:
-                hits = apply_reranker(reranker, text, hits)
-                u_out.append(generate(text, hits))
-            except Exception as exc:  # noqa: BLE001 - one question's failure is reported, not raised
-                u_out.append(f"{type(exc).__name__}: {exc}")
-            u_hits[unique[text]] = hits
+        u_hits = [apply_reranker(reranker, text, hits) for text, hits in zip(texts, u_hits)]
+        if max_concurrency is None:
+            max_concurrency = _default_concurrency(generator)
+        results = generate_all(
+            generator,
+            list(zip(texts, u_hits)),
+            call=generate,
+            max_concurrency=max_concurrency,
+            requests_per_minute=requests_per_minute,
+            tokens_per_minute=tokens_per_minute,
+        )
+        u_out: list[Generation | str] = [
+            r if isinstance(r, Generation) else f"{type(r).__name__}: {r}" for r in results
+        ]
         hits_of: list[list[Hit]] = [[] for _ in range(m)]
         answers: list[str | None] = [None] * m
         found = [False] * m
@@ -1253,6 +1278,12 @@ class KnowledgeBase:
             f"KnowledgeBase(chunks={len(self)}, dim={self._store.dim}, "
             f"index={self._index!r}{where})"
         )
+
+
+def _default_concurrency(generator: Any) -> int:
+    """Model clients: their configured concurrency; anything else: one call at a time."""
+    config = getattr(generator, "client_config", None)
+    return int(getattr(config, "max_concurrency", 1)) if config is not None else 1
 
 
 def _lookup(rows: np.ndarray, keys: np.ndarray, values: np.ndarray, default: float) -> np.ndarray:

@@ -326,7 +326,7 @@ class Tokenizer:
             If a text is not a string (or is null).
         """
         data, offsets = as_utf8(texts)
-        with _threads(threads):
+        with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
             return self._tokenize(data, offsets)
 
     def tokenize_utf8(
@@ -349,7 +349,7 @@ class Tokenizer:
             The token hashes of every text.
         """
         data, offsets = check_utf8(data, offsets)
-        with _threads(threads):
+        with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
             return self._tokenize(data, offsets)
 
     def _tokenize(self, data: np.ndarray, offsets: np.ndarray) -> Tokens:

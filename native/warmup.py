@@ -17,7 +17,7 @@ import sys
 
 import numba
 
-from . import bm25, chunking, embedding, tokenize, topk
+from . import bm25, chunking, embedding, fusion, tokenize, topk
 from ._jit import CACHE
 
 __all__ = ["compile_all"]
@@ -60,6 +60,7 @@ def compile_all() -> None:
     topk.warmup()
     tokenize.warmup()
     bm25.warmup()
+    fusion.warmup()
     if child is not None:
         child.wait()  # success or not, the call below compiles what is missing
     chunking.warmup()

@@ -167,3 +167,29 @@ def test_prompt_builder():
 
 def test_exports():
     assert fastrag.ExtractiveGenerator is ExtractiveGenerator
+
+
+def test_generate_all_threads_for_plain_callables_keep_order():
+    from fastrag.concurrent import RateLimiter, generate_all
+
+    seen = []
+
+    def gen(question, hits):
+        seen.append(question)
+        if question == "q3":
+            raise ValueError("bad question")
+        return Generation(question.upper(), True)
+
+    items = [(f"q{i}", []) for i in range(10)]
+    out = generate_all(gen, items, max_concurrency=4)
+    assert [o.text if isinstance(o, Generation) else type(o).__name__ for o in out] == [
+        "Q0", "Q1", "Q2", "ValueError", "Q4", "Q5", "Q6", "Q7", "Q8", "Q9",
+    ]
+    assert sorted(seen) == sorted(q for q, _ in items)
+    with pytest.raises(ConfigError):
+        generate_all(gen, items, max_concurrency=0)
+    with pytest.raises(ConfigError):
+        RateLimiter(requests_per_minute=-1)
+    limiter = RateLimiter(requests_per_minute=60, tokens_per_minute=600)
+    assert limiter.reserve(5) == 0.0
+    assert limiter.reserve(5) == pytest.approx(1.0, abs=0.05)  # 60 rpm: one a second

@@ -54,7 +54,10 @@ def test_answer_batch_with_chat_model_reports_failures_per_question(server):
     kb = KnowledgeBase.build(demo_documents())
     server.fail(500, times=3, path=CHAT)  # all 3 attempts (max_retries=2) of the first question
     with OpenAIChatGenerator(config=_config(server, "chat-model")) as gen:
-        table = kb.answer_batch(["年假怎么申请？", "设备丢失后多久内要报告？"], k=2, generator=gen)
+        # One call at a time, so the scripted failures all hit the first question.
+        table = kb.answer_batch(
+            ["年假怎么申请？", "设备丢失后多久内要报告？"], k=2, generator=gen, max_concurrency=1
+        )
     rows = table.to_pylist()
     assert rows[0]["error"] and "500" in rows[0]["error"] and not rows[0]["found"]
     assert rows[1]["error"] is None and rows[1]["found"]
@@ -86,3 +89,33 @@ def test_build_save_load_with_http_embedder(server, tmp_path, monkeypatch):
             KnowledgeBase.load(tmp_path / "kb", embedder=other)
     for kb_ in request_close:
         kb_.close()
+
+
+def test_answer_batch_runs_model_calls_concurrently_in_order(server):
+    import threading
+
+    kb = KnowledgeBase.build(demo_documents())
+    server.latency = 0.05
+    questions = [f"年假怎么申请？ {i}" for i in range(40)]
+    with OpenAIChatGenerator(config=_config(server, "chat-model").replace(max_concurrency=16)) as gen:
+        table = kb.answer_batch(questions, k=2, generator=gen)
+    rows = table.to_pylist()
+    assert [r["question"] for r in rows] == questions  # input order kept
+    assert all(r["error"] is None and r["found"] for r in rows)
+    assert server.max_in_flight > 4  # calls overlapped (the server saw them at once)
+    assert len(server.requests_to(CHAT)) == 40
+    assert threading.active_count() < 50
+
+
+def test_answer_batch_rate_limit_spaces_requests(server):
+    kb = KnowledgeBase.build(demo_documents())
+    questions = [f"设备丢失后多久内要报告？ {i}" for i in range(12)]
+    with OpenAIChatGenerator(config=_config(server, "chat-model").replace(max_concurrency=8)) as gen:
+        kb.answer_batch(questions, k=2, generator=gen, requests_per_minute=600)  # one per 0.1 s
+    times = sorted(r.time for r in server.requests_to(CHAT))
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    # The server's clock: the 12 requests spread over about 1.1 s (10 a second),
+    # evenly (the first may arrive late: it opens the connection).
+    assert times[-1] - times[0] >= 1.0
+    assert sorted(gaps)[len(gaps) // 2] >= 0.09
+    assert sum(g < 0.05 for g in gaps) == 0

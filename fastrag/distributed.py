@@ -1,0 +1,429 @@
+"""Answer questions at scale on Ray Data (``pip install "fastrag-engine[distributed]"``).
+
+:func:`answer_dataset` maps a :class:`ray.data.Dataset` of questions through a
+pool of actors; each actor memory-maps the knowledge base once
+(:meth:`~fastrag.KnowledgeBase.load` in its constructor) and answers Arrow
+batches with :meth:`~fastrag.KnowledgeBase.answer_batch`.
+:func:`answer_file_ray` does the same for a questions file and writes one
+answers file, like :func:`fastrag.batch.answer_file` (same columns, rows in
+input order).
+
+Matching answers to questions: every output row carries ``query_index``, the
+row's global position in the input (0-based), and keeps the input's columns
+(``id`` and any others). When the input already has a ``query_index`` column
+it is kept as given; otherwise :func:`answer_dataset` numbers the rows in
+dataset order with one ordered pass over the input (the questions are held in
+the object store for that pass).
+
+Every node that runs an actor must be able to read the knowledge base at the
+same path (a shared filesystem such as NFS, or the same local copy on each
+node) and must have ``fastrag`` installed. Ray is imported only when these
+functions are called: ``import fastrag`` works without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._fs import fsync_dir
+from .batch import BATCH_SCHEMA, BatchProgress, BatchSummary
+from .errors import ConfigError, StoreError, StoreNotFoundError
+from .pipeline import ANSWER_BATCH_SCHEMA
+from .retrieval import check_mode
+from .sources import read_questions
+
+if TYPE_CHECKING:  # pragma: no cover
+    import ray.data
+
+__all__ = ["answer_dataset", "answer_file_ray"]
+
+_INSTALL_HINT = 'fastrag.distributed needs Ray Data: pip install "fastrag-engine[distributed]"'
+_ANSWER_COLUMNS = ANSWER_BATCH_SCHEMA.names  # query_index, question, answer, ...
+_KEPT = ("id", "query_index", "question")  # input columns the output shares
+_LOCAL_INDEX = re.compile(r"^question (\d+) ")
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401 - the Data library is a separate extra of ray
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    return ray
+
+
+# -- the actor -------------------------------------------------------------------
+
+
+def _answer_table(
+    kb: Any, batch: pa.Table, *, k: int, mode: str | None, generator: Any,
+    threads: int | None, answer_options: dict[str, Any],
+) -> pa.Table:  # fmt: skip
+    """Answer one Arrow batch: ``id`` (if any), the answer columns, the other input columns."""
+    names = batch.column_names
+    if "question" not in names:
+        raise ConfigError(f"the questions need a 'question' column; got {names}")
+    clash = [n for n in names if n in _ANSWER_COLUMNS and n not in _KEPT]
+    if clash:
+        raise ConfigError(f"input columns {clash} clash with answer columns; rename them")
+    table = kb.answer_batch(
+        batch.column("question").to_pylist(), k=k, mode=mode, generator=generator,
+        threads=threads, **answer_options,
+    )  # fmt: skip
+    if "query_index" in names:
+        positions = batch.column("query_index").cast(pa.int32()).combine_chunks()
+    else:  # only when answer_dataset was bypassed: positions within the batch
+        positions = table.column("query_index").combine_chunks()
+    # answer_batch names a bad question by its position in the batch; use the global one.
+    errors = [
+        None if e is None else _LOCAL_INDEX.sub(f"question {positions[i].as_py()} ", e, count=1)
+        for i, e in enumerate(table.column("error").to_pylist())
+    ]
+    columns = {n: table.column(n) for n in _ANSWER_COLUMNS}
+    columns["query_index"] = positions
+    columns["error"] = pa.array(errors, pa.string())
+    out: dict[str, Any] = {}
+    if "id" in names:
+        out["id"] = batch.column("id")
+    out.update(columns)
+    for n in names:
+        if n not in _KEPT:
+            out[n] = batch.column(n)
+    return pa.table(out)
+
+
+class _Answerer:
+    """Ray Data actor: loads (memory-maps) the knowledge base once, answers Arrow batches."""
+
+    def __init__(
+        self, kb_path: str, k: int, mode: str | None, generator: Any, threads: int | None,
+        answer_options: dict[str, Any],
+    ) -> None:  # fmt: skip
+        from ._threads import max_threads
+        from .pipeline import KnowledgeBase
+
+        self._kb = KnowledgeBase.load(kb_path)
+        self._k, self._mode, self._generator = k, mode, generator
+        self._threads = None if threads is None else min(threads, max_threads())
+        self._answer_options = answer_options
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return _answer_table(
+            self._kb, batch, k=self._k, mode=self._mode, generator=self._generator,
+            threads=self._threads, answer_options=self._answer_options,
+        )  # fmt: skip
+
+
+# -- numbering -------------------------------------------------------------------
+
+
+def _num_rows(table: pa.Table) -> int:
+    return table.num_rows
+
+
+def _prepend_index(table: pa.Table, start: int) -> pa.Table:
+    index = pa.array(range(start, start + table.num_rows), pa.int32())
+    return table.add_column(0, "query_index", index)
+
+
+def _numbered(ray: Any, ds: ray.data.Dataset) -> ray.data.Dataset:
+    """``ds`` with a ``query_index`` column: each row's position in the dataset's order."""
+    options = ds.context.execution_options
+    before = options.preserve_order
+    options.preserve_order = True  # only for this pass: blocks come back in dataset order
+    try:
+        refs = ds.to_arrow_refs()
+    finally:
+        options.preserve_order = before
+    if not refs:
+        return ds
+    count, number = ray.remote(_num_rows), ray.remote(_prepend_index)
+    sizes = ray.get([count.remote(r) for r in refs])
+    starts = itertools.accumulate([0, *sizes[:-1]])
+    return ray.data.from_arrow_refs([number.remote(r, s) for r, s in zip(refs, starts)])
+
+
+# -- public API ------------------------------------------------------------------
+
+
+def _check_options(k: Any, mode: Any, batch_size: Any, concurrency: Any, num_cpus: Any, threads: Any) -> None:
+    for name, value in (("k", k), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    if mode is not None:
+        check_mode(mode)
+    ok = isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1
+    if isinstance(concurrency, tuple) and len(concurrency) == 2:
+        lo, hi = concurrency
+        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in concurrency) and 1 <= lo <= hi
+    if concurrency is not None and not ok:
+        raise ConfigError(f"concurrency must be a positive int or (min, max), got {concurrency!r}")
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus > 0:
+        raise ConfigError(f"num_cpus must be a positive number, got {num_cpus!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
+
+
+def answer_dataset(
+    ds: ray.data.Dataset,
+    kb_path: str | os.PathLike[str],
+    *,
+    k: int = 5,
+    mode: str | None = None,
+    generator: Any = None,
+    batch_size: int = 256,
+    concurrency: int | tuple[int, int] | None = None,
+    num_cpus: float = 1,
+    threads: int | None = None,
+    answer_options: dict[str, Any] | None = None,
+) -> ray.data.Dataset:
+    """Answer a Ray Dataset of questions with a pool of actors (lazily, like any transform).
+
+    Parameters
+    ----------
+    ds : ray.data.Dataset
+        A ``question`` column (str); optional ``id``, ``query_index`` and other
+        columns, which are kept.
+    kb_path : str or PathLike
+        A saved knowledge base, readable at this path on every node (a shared
+        filesystem, or the same local copy on each node). A relative path is
+        made absolute here.
+    k, mode, generator
+        As for :meth:`~fastrag.KnowledgeBase.answer_batch`; ``generator`` is
+        pickled to each actor (e.g. :class:`~fastrag.clients.OpenAIChatGenerator`;
+        default the extractive generator).
+    batch_size : int
+        Questions per :meth:`~fastrag.KnowledgeBase.answer_batch` call.
+    concurrency : int or (int, int), optional
+        Actors: a fixed number, or (min, max) for an autoscaling pool;
+        default Ray's (autoscaling from 1).
+    num_cpus : float
+        CPUs reserved per actor.
+    threads : int, optional
+        Numba threads per actor; default ``num_cpus`` rounded up (capped at
+        the node's ``NUMBA_NUM_THREADS``).
+    answer_options : dict, optional
+        Further keyword arguments for :meth:`~fastrag.KnowledgeBase.answer_batch`
+        (``where``, ``exact``, ``rewrite``, ...); pickled to each actor.
+
+    Returns
+    -------
+    ray.data.Dataset
+        Per question: ``id`` (when the input has one), the columns of
+        :data:`~fastrag.pipeline.ANSWER_BATCH_SCHEMA` with ``query_index`` =
+        the input's ``query_index`` if it has one, else the row's position in
+        ``ds`` (numbered by one ordered pass over ``ds``, run here), then the
+        input's other columns. Error messages name questions by that position.
+        Rows come out in input order only with
+        ``ds.context.execution_options.preserve_order = True``; match them by
+        ``query_index`` or ``id`` otherwise.
+    """
+    ray = _import_ray()
+    _check_options(k, mode, batch_size, concurrency, num_cpus, threads)
+    path = Path(kb_path).absolute()
+    if threads is None:
+        threads = max(1, int(-(-num_cpus // 1)))
+    if "query_index" not in ds.schema().names:
+        ds = _numbered(ray, ds)
+    if concurrency is None:
+        compute = ray.data.ActorPoolStrategy(min_size=1, max_size=None)
+    elif isinstance(concurrency, tuple):
+        compute = ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
+    else:
+        compute = ray.data.ActorPoolStrategy(size=concurrency)
+    return ds.map_batches(
+        _Answerer,
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        compute=compute,
+        num_cpus=num_cpus,
+        fn_constructor_args=(str(path), k, mode, generator, threads, dict(answer_options or {})),
+    )
+
+
+@contextlib.contextmanager
+def _ray_session(ray: Any, address: str | None, local_cpus: int | None) -> Iterator[None]:
+    """Use the running Ray, else start one (local, or connected to ``address``); stop what we started."""
+    if ray.is_initialized():
+        yield
+        return
+    if address is None:
+        ray.init(num_cpus=local_cpus or os.cpu_count() or 1, include_dashboard=False)
+    else:
+        ray.init(address=address)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _questions_dataset(ray: Any, path: Path, block_rows: int) -> ray.data.Dataset:
+    if path.suffix.lower() == ".parquet":
+        if not path.is_file():
+            raise StoreNotFoundError(f"{path}: no such file")
+        names = pq.ParquetFile(path).schema_arrow.names
+        column = "question" if "question" in names else "text" if "text" in names else None
+        if column is None:
+            raise StoreError(f"{path}: needs a 'question' or 'text' column")
+        ds = ray.data.read_parquet(
+            str(path.absolute()), columns=[column] + (["id"] if "id" in names else [])
+        )
+        if column == "text":
+            ds = ds.rename_columns({"text": "question"})
+        return ds
+    tables, batch = [], []
+    for q in itertools.chain(read_questions(path), [None]):
+        if q is not None:
+            batch.append(q)
+        if batch and (q is None or len(batch) == block_rows):
+            tables.append(
+                pa.table({
+                    "query_index": pa.array([b.index for b in batch], pa.int32()),
+                    "id": pa.array([b.id for b in batch], pa.string()),
+                    "question": [b.text if isinstance(b.text, str) else None for b in batch],
+                })  # fmt: skip
+            )
+            batch = []
+    if not tables:
+        tables = [BATCH_SCHEMA.empty_table().select(["query_index", "id", "question"])]
+    return ray.data.from_arrow(tables)
+
+
+def _as_batch_schema(table: pa.Table) -> pa.Table:
+    if "id" not in table.column_names:
+        table = table.add_column(0, "id", pa.nulls(table.num_rows, pa.string()))
+    return table.select(BATCH_SCHEMA.names).cast(BATCH_SCHEMA)
+
+
+def answer_file_ray(
+    kb_path: str | os.PathLike[str],
+    questions_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    address: str | None = None,
+    k: int = 5,
+    mode: str | None = None,
+    generator: Any = None,
+    batch_size: int = 256,
+    concurrency: int | tuple[int, int] | None = None,
+    num_cpus: float = 1,
+    threads: int | None = None,
+    answer_options: dict[str, Any] | None = None,
+    local_cpus: int | None = None,
+    progress: Callable[[BatchProgress], None] | None = None,
+) -> BatchSummary:
+    """Answer a questions file on Ray into one answers file (columns as :func:`fastrag.batch.answer_file`).
+
+    Parameters
+    ----------
+    kb_path : str or PathLike
+        A saved knowledge base, readable at this path on every node.
+    questions_path : str or PathLike
+        ``.txt`` / ``.jsonl`` / ``.csv`` (read on this machine) or
+        ``.parquet`` (read by Ray: on a cluster it must be readable on the nodes).
+    out_path : str or PathLike
+        ``.jsonl`` or ``.parquet``; a single file, rows in input order,
+        written by this process (atomically: complete or absent). It must not
+        exist (there is no resume).
+    address : str, optional
+        A Ray cluster to connect to (``"auto"``, ``"ray://head:10001"``, ...);
+        default a local Ray with ``local_cpus`` CPUs (default all). If Ray is
+        already initialised in this process, that session is used as is.
+    k, mode, generator, batch_size, concurrency, num_cpus, threads, answer_options
+        As for :func:`answer_dataset`.
+    local_cpus : int, optional
+        CPUs of the local Ray started when ``address`` is None.
+    progress : callable, optional
+        Called with a :class:`~fastrag.batch.BatchProgress` after each written
+        batch (Ray's own progress bars are then turned off).
+
+    Returns
+    -------
+    BatchSummary
+        As from :func:`~fastrag.batch.answer_file` (``skipped`` is 0;
+        ``seconds`` excludes starting and stopping Ray).
+    """
+    ray = _import_ray()
+    _check_options(k, mode, batch_size, concurrency, num_cpus, threads)
+    out = Path(out_path)
+    suffix = out.suffix.lower()
+    if suffix not in (".jsonl", ".parquet"):
+        raise ConfigError(f"{out}: answers are written to .jsonl or .parquet")
+    if out.exists():
+        raise StoreError(f"{out}: exists; choose another file (the Ray engine does not resume)")
+    questions = Path(questions_path)
+    if address is None and not Path(kb_path).is_dir():
+        raise StoreNotFoundError(f"{kb_path}: no such knowledge base")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    with _ray_session(ray, address, local_cpus):
+        t0 = time.perf_counter()
+        ds = _questions_dataset(ray, questions, batch_size)
+        total = ds.count()
+        answers = answer_dataset(
+            ds, kb_path, k=k, mode=mode, generator=generator, batch_size=batch_size,
+            concurrency=concurrency, num_cpus=num_cpus, threads=threads,
+            answer_options=answer_options,
+        )  # fmt: skip
+        answers.context.execution_options.preserve_order = True  # rows in input order
+        if progress is not None:
+            answers.context.enable_progress_bars = False
+        seen = answered = found = errors = cited = 0
+        writer: Any = None
+        try:
+            if suffix == ".jsonl":
+                writer = open(tmp, "wb")  # noqa: SIM115 - closed below
+            else:
+                writer = pq.ParquetWriter(tmp, BATCH_SCHEMA)
+            for batch in answers.iter_batches(batch_size=None, batch_format="pyarrow"):
+                table = _as_batch_schema(batch)
+                positions = table.column("query_index").to_pylist()
+                if positions != list(range(seen, seen + len(positions))):
+                    raise StoreError("Ray returned answers out of input order")  # pragma: no cover
+                if suffix == ".jsonl":
+                    writer.write(b"".join(orjson.dumps(r) + b"\n" for r in table.to_pylist()))
+                else:
+                    writer.write_table(table)
+                n_err = int(pa.compute.sum(table.column("error").is_valid()).as_py() or 0)
+                seen += table.num_rows
+                errors += n_err
+                answered += table.num_rows - n_err
+                found += int(pa.compute.sum(table.column("found")).as_py() or 0)
+                lengths = pa.compute.list_value_length(table.column("citations"))
+                cited += int(pa.compute.sum(pa.compute.greater(lengths, 0)).as_py() or 0)
+                if progress is not None:
+                    progress(BatchProgress(seen, total, time.perf_counter() - t0))
+            if suffix == ".jsonl":
+                writer.flush()
+                os.fsync(writer.fileno())
+            writer.close()
+            writer = None
+            os.replace(tmp, out)
+            fsync_dir(out.parent)
+        finally:
+            if writer is not None:
+                with contextlib.suppress(Exception):
+                    writer.close()
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        seconds = time.perf_counter() - t0
+    return BatchSummary(
+        questions=seen,
+        answered=answered,
+        found=found,
+        not_found=answered - found,
+        errors=errors,
+        skipped=0,
+        seconds=seconds,
+        cited_share=cited / answered if answered else 0.0,
+    )
