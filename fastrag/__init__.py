@@ -15,6 +15,7 @@ Quick start::
 from __future__ import annotations
 
 from ._native import KERNEL_ABI
+from .answering import AnswerOptions
 from .chunking import Chunker
 from .clients import OpenAIChatGenerator, OpenAIEmbedder
 from .config import ClientConfig
@@ -37,18 +38,22 @@ from .errors import (
     RateLimitError,
     RetryExhaustedError,
     SearchIndexError,
+    StageTimeoutError,
     StoreCorruptedError,
     StoreError,
     StoreNotFoundError,
     StoreVersionError,
+    StructuredOutputError,
 )
 from .hnsw import HnswConfig
+from .pii import Redactor
 from .pipeline import BuildProgress, KnowledgeBase
 from .rerank import LLMReranker
 from .retrieval import RetrievalConfig
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .snapshots import SnapshotInfo
 from .tokenize import Tokenizer
+from .fallback import FallbackChain, Level
 from .filters import Principal
 from .generation import ExtractiveGenerator, Generator
 from .types import Answer, Document, Generation, Hit
@@ -58,6 +63,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "AnswerOptions",
     "AuthenticationError",
     "BuildProgress",
     "Chunker",
@@ -72,6 +78,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingResponseError",
     "ExtractiveGenerator",
+    "FallbackChain",
     "FastragError",
     "Generation",
     "GenerationError",
@@ -82,6 +89,7 @@ __all__ = [
     "KnowledgeBase",
     "LLMReranker",
     "LLMRewriter",
+    "Level",
     "ModelError",
     "ModelResponseError",
     "ModelTimeoutError",
@@ -91,15 +99,18 @@ __all__ = [
     "Principal",
     "QueryRewriter",
     "RateLimitError",
+    "Redactor",
     "RetrievalConfig",
     "RetryExhaustedError",
     "RewrittenQuery",
     "SearchIndexError",
     "SnapshotInfo",
+    "StageTimeoutError",
     "StoreCorruptedError",
     "StoreError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "StructuredOutputError",
     "Tokenizer",
     "VocabularyEmbedder",
     "__version__",

@@ -5,8 +5,8 @@ pool of actors; each actor memory-maps the knowledge base once
 (:meth:`~fastrag.KnowledgeBase.load` in its constructor) and answers Arrow
 batches with :meth:`~fastrag.KnowledgeBase.answer_batch`.
 :func:`answer_file_ray` does the same for a questions file and writes one
-answers file, like :func:`fastrag.batch.answer_file` (same columns, rows in
-input order).
+answers file exactly as :func:`fastrag.batch.answer_file` does (same columns,
+rows in input order, ``resume``).
 
 Matching answers to questions: every output row carries ``query_index``, the
 row's global position in the input (0-based), and keeps the input's columns
@@ -26,19 +26,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._fs import fsync_dir
-from .batch import BATCH_SCHEMA, BatchProgress, BatchSummary
-from .errors import ConfigError, StoreError, StoreNotFoundError
+from .batch import BATCH_SCHEMA, BatchProgress, BatchSummary, _writer
+from .errors import ConfigError, DocumentError, StoreError, StoreNotFoundError
 from .pipeline import ANSWER_BATCH_SCHEMA
 from .retrieval import check_mode
 from .sources import read_questions
@@ -51,7 +49,6 @@ __all__ = ["answer_dataset", "answer_file_ray"]
 _INSTALL_HINT = 'fastrag.distributed needs Ray Data: pip install "fastrag-engine[distributed]"'
 _ANSWER_COLUMNS = ANSWER_BATCH_SCHEMA.names  # query_index, question, answer, ...
 _KEPT = ("id", "query_index", "question")  # input columns the output shares
-_LOCAL_INDEX = re.compile(r"^question (\d+) ")
 
 
 def _import_ray() -> Any:
@@ -85,14 +82,8 @@ def _answer_table(
         positions = batch.column("query_index").cast(pa.int32()).combine_chunks()
     else:  # only when answer_dataset was bypassed: positions within the batch
         positions = table.column("query_index").combine_chunks()
-    # answer_batch names a bad question by its position in the batch; use the global one.
-    errors = [
-        None if e is None else _LOCAL_INDEX.sub(f"question {positions[i].as_py()} ", e, count=1)
-        for i, e in enumerate(table.column("error").to_pylist())
-    ]
     columns = {n: table.column(n) for n in _ANSWER_COLUMNS}
     columns["query_index"] = positions
-    columns["error"] = pa.array(errors, pa.string())
     out: dict[str, Any] = {}
     if "id" in names:
         out["id"] = batch.column("id")
@@ -132,13 +123,21 @@ def _num_rows(table: pa.Table) -> int:
     return table.num_rows
 
 
-def _prepend_index(table: pa.Table, start: int) -> pa.Table:
-    index = pa.array(range(start, start + table.num_rows), pa.int32())
-    return table.add_column(0, "query_index", index)
+def _number_block(table: pa.Table, start: int, rows: int) -> tuple[pa.Table, ...] | pa.Table:
+    """Prepend ``query_index`` (``start``, ``start + 1``, ...); cut into pieces of ``rows`` rows."""
+    table = table.add_column(
+        0, "query_index", pa.array(range(start, start + table.num_rows), pa.int32())
+    )
+    pieces = tuple(table.slice(i, rows) for i in range(0, table.num_rows, rows))
+    return pieces if len(pieces) > 1 else table
 
 
-def _numbered(ray: Any, ds: ray.data.Dataset) -> ray.data.Dataset:
-    """``ds`` with a ``query_index`` column: each row's position in the dataset's order."""
+def _numbered(ray: Any, ds: ray.data.Dataset, rows: int) -> ray.data.Dataset:
+    """``ds`` with a ``query_index`` column (each row's position in the dataset's order).
+
+    Blocks of at most ``rows`` rows, so that every actor gets work even when
+    the input is one big block (as a single Parquet file of questions is).
+    """
     options = ds.context.execution_options
     before = options.preserve_order
     options.preserve_order = True  # only for this pass: blocks come back in dataset order
@@ -146,32 +145,43 @@ def _numbered(ray: Any, ds: ray.data.Dataset) -> ray.data.Dataset:
         refs = ds.to_arrow_refs()
     finally:
         options.preserve_order = before
-    if not refs:
-        return ds
-    count, number = ray.remote(_num_rows), ray.remote(_prepend_index)
+    count, number = ray.remote(_num_rows), ray.remote(_number_block)
     sizes = ray.get([count.remote(r) for r in refs])
-    starts = itertools.accumulate([0, *sizes[:-1]])
-    return ray.data.from_arrow_refs([number.remote(r, s) for r, s in zip(refs, starts)])
+    out, start = [], 0
+    for ref, size in zip(refs, sizes):
+        if size:
+            pieces = number.options(num_returns=-(-size // rows)).remote(ref, start, rows)
+            out.extend(pieces if isinstance(pieces, list) else [pieces])
+        start += size
+    if not out:
+        return ds
+    return ray.data.from_arrow_refs(out)
 
 
 # -- public API ------------------------------------------------------------------
 
 
-def _check_options(k: Any, mode: Any, batch_size: Any, concurrency: Any, num_cpus: Any, threads: Any) -> None:
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_options(
+    k: Any, mode: Any, batch_size: Any, concurrency: Any, num_cpus: Any, threads: Any
+) -> None:
     for name, value in (("k", k), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not _positive_int(value):
             raise ConfigError(f"{name} must be a positive int, got {value!r}")
     if mode is not None:
         check_mode(mode)
-    ok = isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1
+    ok = _positive_int(concurrency)
     if isinstance(concurrency, tuple) and len(concurrency) == 2:
         lo, hi = concurrency
-        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in concurrency) and 1 <= lo <= hi
+        ok = _positive_int(lo) and _positive_int(hi) and lo <= hi
     if concurrency is not None and not ok:
         raise ConfigError(f"concurrency must be a positive int or (min, max), got {concurrency!r}")
     if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus > 0:
         raise ConfigError(f"num_cpus must be a positive number, got {num_cpus!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+    if threads is not None and not _positive_int(threads):
         raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
 
 
@@ -188,7 +198,10 @@ def answer_dataset(
     threads: int | None = None,
     answer_options: dict[str, Any] | None = None,
 ) -> ray.data.Dataset:
-    """Answer a Ray Dataset of questions with a pool of actors (lazily, like any transform).
+    """Answer a Ray Dataset of questions with a pool of actors.
+
+    The answering is lazy, like any transform; without a ``query_index``
+    column, the numbering pass over ``ds`` runs here.
 
     Parameters
     ----------
@@ -223,7 +236,7 @@ def answer_dataset(
         Per question: ``id`` (when the input has one), the columns of
         :data:`~fastrag.pipeline.ANSWER_BATCH_SCHEMA` with ``query_index`` =
         the input's ``query_index`` if it has one, else the row's position in
-        ``ds`` (numbered by one ordered pass over ``ds``, run here), then the
+        ``ds`` (numbered by one ordered pass over ``ds``), then the
         input's other columns. Error messages name questions by that position.
         Rows come out in input order only with
         ``ds.context.execution_options.preserve_order = True``; match them by
@@ -234,8 +247,15 @@ def answer_dataset(
     path = Path(kb_path).absolute()
     if threads is None:
         threads = max(1, int(-(-num_cpus // 1)))
-    if "query_index" not in ds.schema().names:
-        ds = _numbered(ray, ds)
+    schema = ds.schema()
+    names = [] if schema is None else list(schema.names)
+    if "question" not in names:
+        raise ConfigError(f"the questions need a 'question' column; the dataset has {names}")
+    clash = [n for n in names if n in _ANSWER_COLUMNS and n not in _KEPT]
+    if clash:
+        raise ConfigError(f"input columns {clash} clash with answer columns; rename them")
+    if "query_index" not in names:
+        ds = _numbered(ray, ds, batch_size)
     if concurrency is None:
         compute = ray.data.ActorPoolStrategy(min_size=1, max_size=None)
     elif isinstance(concurrency, tuple):
@@ -254,7 +274,7 @@ def answer_dataset(
 
 @contextlib.contextmanager
 def _ray_session(ray: Any, address: str | None, local_cpus: int | None) -> Iterator[None]:
-    """Use the running Ray, else start one (local, or connected to ``address``); stop what we started."""
+    """Use the running Ray, else start one (local, or connect to ``address``) and stop it after."""
     if ray.is_initialized():
         yield
         return
@@ -268,24 +288,41 @@ def _ray_session(ray: Any, address: str | None, local_cpus: int | None) -> Itera
         ray.shutdown()
 
 
-def _questions_dataset(ray: Any, path: Path, block_rows: int) -> ray.data.Dataset:
+def _drop_done(table: pa.Table, done: pa.Array) -> pa.Table:
+    return table.filter(pc.invert(pc.is_in(table.column("query_index"), done)))
+
+
+def _questions_dataset(
+    ray: Any, path: Path, block_rows: int, done: set[int]
+) -> tuple[ray.data.Dataset, int, int]:
+    """The questions not in ``done`` (with ``query_index``), how many the file has, how many to do."""
     if path.suffix.lower() == ".parquet":
         if not path.is_file():
             raise StoreNotFoundError(f"{path}: no such file")
-        names = pq.ParquetFile(path).schema_arrow.names
+        pf = pq.ParquetFile(path)
+        names, total = pf.schema_arrow.names, pf.metadata.num_rows
         column = "question" if "question" in names else "text" if "text" in names else None
         if column is None:
-            raise StoreError(f"{path}: needs a 'question' or 'text' column")
-        ds = ray.data.read_parquet(
-            str(path.absolute()), columns=[column] + (["id"] if "id" in names else [])
-        )
+            raise DocumentError(f"{path}: needs a 'question' or 'text' column")
+        ds = ray.data.read_parquet(str(path.absolute()))
+        ds = ds.select_columns([column] + (["id"] if "id" in names else []))
         if column == "text":
             ds = ds.rename_columns({"text": "question"})
-        return ds
-    tables, batch = [], []
+        todo = total - sum(1 for i in done if 0 <= i < total)
+        if todo:
+            ds = _numbered(ray, ds, block_rows)
+            if done:
+                ds = ds.map_batches(
+                    _drop_done, batch_format="pyarrow", batch_size=None,
+                    fn_kwargs={"done": pa.array(sorted(done), pa.int32())},
+                )  # fmt: skip
+        return ds, total, todo
+    tables, batch, total = [], [], 0
     for q in itertools.chain(read_questions(path), [None]):
         if q is not None:
-            batch.append(q)
+            total += 1
+            if q.index not in done:
+                batch.append(q)
         if batch and (q is None or len(batch) == block_rows):
             tables.append(
                 pa.table({
@@ -295,9 +332,8 @@ def _questions_dataset(ray: Any, path: Path, block_rows: int) -> ray.data.Datase
                 })  # fmt: skip
             )
             batch = []
-    if not tables:
-        tables = [BATCH_SCHEMA.empty_table().select(["query_index", "id", "question"])]
-    return ray.data.from_arrow(tables)
+    todo = sum(t.num_rows for t in tables)
+    return (ray.data.from_arrow(tables) if tables else None), total, todo
 
 
 def _as_batch_schema(table: pa.Table) -> pa.Table:
@@ -319,29 +355,36 @@ def answer_file_ray(
     concurrency: int | tuple[int, int] | None = None,
     num_cpus: float = 1,
     threads: int | None = None,
+    resume: bool = False,
     answer_options: dict[str, Any] | None = None,
     local_cpus: int | None = None,
     progress: Callable[[BatchProgress], None] | None = None,
 ) -> BatchSummary:
-    """Answer a questions file on Ray into one answers file (columns as :func:`fastrag.batch.answer_file`).
+    """Answer a questions file on Ray into one answers file, like :func:`fastrag.batch.answer_file`.
+
+    The output is written by this process exactly as
+    :func:`~fastrag.batch.answer_file` writes it (same columns; ``.jsonl``
+    appended and flushed per batch, ``.parquet`` via ``<out>.partial``), rows
+    in input order; ``resume=True`` keeps the rows already written and
+    answers only the other questions.
 
     Parameters
     ----------
     kb_path : str or PathLike
         A saved knowledge base, readable at this path on every node.
     questions_path : str or PathLike
-        ``.txt`` / ``.jsonl`` / ``.csv`` (read on this machine) or
-        ``.parquet`` (read by Ray: on a cluster it must be readable on the nodes).
+        ``.txt`` / ``.jsonl`` / ``.csv`` (read by this process) or
+        ``.parquet`` (read by Ray: on a cluster, at this path on the nodes).
     out_path : str or PathLike
-        ``.jsonl`` or ``.parquet``; a single file, rows in input order,
-        written by this process (atomically: complete or absent). It must not
-        exist (there is no resume).
+        ``.jsonl`` or ``.parquet`` answers.
     address : str, optional
         A Ray cluster to connect to (``"auto"``, ``"ray://head:10001"``, ...);
         default a local Ray with ``local_cpus`` CPUs (default all). If Ray is
         already initialised in this process, that session is used as is.
     k, mode, generator, batch_size, concurrency, num_cpus, threads, answer_options
         As for :func:`answer_dataset`.
+    resume : bool
+        Keep the rows ``out_path`` already holds and skip their questions.
     local_cpus : int, optional
         CPUs of the local Ray started when ``address`` is None.
     progress : callable, optional
@@ -351,79 +394,69 @@ def answer_file_ray(
     Returns
     -------
     BatchSummary
-        As from :func:`~fastrag.batch.answer_file` (``skipped`` is 0;
-        ``seconds`` excludes starting and stopping Ray).
+        As from :func:`~fastrag.batch.answer_file`; ``seconds`` excludes
+        starting and stopping Ray.
     """
     ray = _import_ray()
     _check_options(k, mode, batch_size, concurrency, num_cpus, threads)
     out = Path(out_path)
-    suffix = out.suffix.lower()
-    if suffix not in (".jsonl", ".parquet"):
+    if out.suffix.lower() not in (".jsonl", ".parquet"):
         raise ConfigError(f"{out}: answers are written to .jsonl or .parquet")
-    if out.exists():
-        raise StoreError(f"{out}: exists; choose another file (the Ray engine does not resume)")
-    questions = Path(questions_path)
+    partial = out.with_name(out.name + ".partial")
+    if not resume and ((out.exists() and out.stat().st_size) or partial.exists()):
+        raise StoreError(f"{out}: exists; pass resume=True (--resume) or choose another file")
     if address is None and not Path(kb_path).is_dir():
         raise StoreNotFoundError(f"{kb_path}: no such knowledge base")
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     with _ray_session(ray, address, local_cpus):
-        t0 = time.perf_counter()
-        ds = _questions_dataset(ray, questions, batch_size)
-        total = ds.count()
-        answers = answer_dataset(
-            ds, kb_path, k=k, mode=mode, generator=generator, batch_size=batch_size,
-            concurrency=concurrency, num_cpus=num_cpus, threads=threads,
-            answer_options=answer_options,
-        )  # fmt: skip
-        answers.context.execution_options.preserve_order = True  # rows in input order
-        if progress is not None:
-            answers.context.enable_progress_bars = False
+        writer = _writer(out, resume)
+        complete = False
         seen = answered = found = errors = cited = 0
-        writer: Any = None
         try:
-            if suffix == ".jsonl":
-                writer = open(tmp, "wb")  # noqa: SIM115 - closed below
-            else:
-                writer = pq.ParquetWriter(tmp, BATCH_SCHEMA)
-            for batch in answers.iter_batches(batch_size=None, batch_format="pyarrow"):
+            t0 = time.perf_counter()
+            ds, total, todo = _questions_dataset(ray, Path(questions_path), batch_size, writer.done)
+            skipped = total - todo
+            batches: Any = ()
+            if todo:
+                answers = answer_dataset(
+                    ds, kb_path, k=k, mode=mode, generator=generator, batch_size=batch_size,
+                    concurrency=concurrency, num_cpus=num_cpus, threads=threads,
+                    answer_options=answer_options,
+                )  # fmt: skip
+                answers.context.execution_options.preserve_order = True  # rows in input order
+                if progress is not None:
+                    answers.context.enable_progress_bars = False
+                batches = answers.iter_batches(batch_size=None, batch_format="pyarrow")
+            last = -1
+            for batch in batches:
                 table = _as_batch_schema(batch)
-                positions = table.column("query_index").to_pylist()
-                if positions != list(range(seen, seen + len(positions))):
+                if not table.num_rows:
+                    continue
+                positions = table.column("query_index").to_numpy()
+                if positions[0] <= last or (positions[1:] <= positions[:-1]).any():
                     raise StoreError("Ray returned answers out of input order")  # pragma: no cover
-                if suffix == ".jsonl":
-                    writer.write(b"".join(orjson.dumps(r) + b"\n" for r in table.to_pylist()))
-                else:
-                    writer.write_table(table)
-                n_err = int(pa.compute.sum(table.column("error").is_valid()).as_py() or 0)
+                last = int(positions[-1])
+                writer.write(table)
+                n_err = int(pc.sum(table.column("error").is_valid()).as_py() or 0)
                 seen += table.num_rows
                 errors += n_err
                 answered += table.num_rows - n_err
-                found += int(pa.compute.sum(table.column("found")).as_py() or 0)
-                lengths = pa.compute.list_value_length(table.column("citations"))
-                cited += int(pa.compute.sum(pa.compute.greater(lengths, 0)).as_py() or 0)
+                found += int(pc.sum(table.column("found")).as_py() or 0)
+                lengths = pc.list_value_length(table.column("citations"))
+                cited += int(pc.sum(pc.greater(lengths, 0)).as_py() or 0)
                 if progress is not None:
-                    progress(BatchProgress(seen, total, time.perf_counter() - t0))
-            if suffix == ".jsonl":
-                writer.flush()
-                os.fsync(writer.fileno())
-            writer.close()
-            writer = None
-            os.replace(tmp, out)
-            fsync_dir(out.parent)
+                    progress(BatchProgress(skipped + seen, total, time.perf_counter() - t0))
+            complete = True
         finally:
-            if writer is not None:
-                with contextlib.suppress(Exception):
-                    writer.close()
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            with contextlib.suppress(Exception) if not complete else contextlib.nullcontext():
+                writer.close(complete)
         seconds = time.perf_counter() - t0
     return BatchSummary(
-        questions=seen,
+        questions=total,
         answered=answered,
         found=found,
         not_found=answered - found,
         errors=errors,
-        skipped=0,
+        skipped=skipped,
         seconds=seconds,
         cited_share=cited / answered if answered else 0.0,
     )

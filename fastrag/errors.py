@@ -23,6 +23,8 @@ cross into fastrag, with the original chained as ``__cause__``.
     │   └── StoreVersionError                written by an incompatible fastrag
     ├── SearchIndexError                     a search index (HNSW, BM25) failed
     ├── GenerationError                      a generator failed or returned no answer
+    │   └── StructuredOutputError            no reply matched the JSON Schema, even after retries
+    ├── StageTimeoutError (TimeoutError)     a stage or fallback level missed its deadline
     └── ModelError                           a call to a model server failed
         ├── AuthenticationError              the server rejected the API key (401/403)
         ├── ModelResponseError               malformed answer: bad JSON, missing field
@@ -52,10 +54,12 @@ __all__ = [
     "RateLimitError",
     "RetryExhaustedError",
     "SearchIndexError",
+    "StageTimeoutError",
     "StoreCorruptedError",
     "StoreError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "StructuredOutputError",
 ]
 
 
@@ -194,3 +198,44 @@ class ModelTimeoutError(RetryExhaustedError, TimeoutError):
 
 class GenerationError(FastragError):
     """A generator failed or returned something that is not an answer."""
+
+
+class StructuredOutputError(GenerationError):
+    """A chat model's reply did not match the requested JSON Schema, even after the retries.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong, naming the (last) validation problem.
+    problem : str, optional
+        The last validation problem alone, e.g. ``"$.days: expected integer, got string"``.
+    raw : str, optional
+        The model's last reply.
+    attempts : int, optional
+        How many replies were requested.
+
+    Attributes
+    ----------
+    problem, raw, attempts
+        As given.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        problem: str | None = None,
+        raw: str | None = None,
+        attempts: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.raw = raw
+        self.attempts = attempts
+
+
+class StageTimeoutError(FastragError, TimeoutError):
+    """A stage run with a deadline (an LLM judge, a fallback level) did not finish in time.
+
+    The call is abandoned, not stopped; see :func:`fastrag.stages.call_with_timeout`.
+    """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,13 +39,16 @@ from .errors import (
 )
 from .exact import exact_topk
 from .filters import Principal, acl_mask, canonical_key, where_mask
+from .answering import check_options, finish, is_model_bound, prepare
 from .concurrent import generate_all
 from .generation import Generator, as_generator
 from .hnsw import AUTO_MIN_ROWS, HnswConfig, HnswIndex, auto_choice
-from .prompt import build_user_message
-from .rerank import Reranker, apply_reranker
+from .pii import Redactor
+from .rerank import LLMReranker, Reranker, apply_reranker
 from .retrieval import RetrievalConfig, check_mode, vector_weight_for
-from .rewrite import QueryRewriter, RewrittenQuery
+from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
+from .stages import StageTimer
+from .structured import answer_json, check_schema_support
 from .snapshots import (
     SnapshotInfo,
     list_snapshots,
@@ -75,6 +79,9 @@ ANSWER_BATCH_SCHEMA = pa.schema(
         pa.field("chunk_ids", pa.list_(pa.int64())),
         pa.field("scores", pa.list_(pa.float32())),
         pa.field("citations", pa.list_(pa.int64())),
+        pa.field("confidence", pa.float32()),
+        pa.field("faithfulness", pa.float32()),
+        pa.field("high_risk", pa.bool_(), nullable=False),
         pa.field("error", pa.string()),
     ]
 )
@@ -168,6 +175,10 @@ class KnowledgeBase:
         self._dirty = path is None
         self._auto = auto
         self._lock = threading.RLock()  # writers (add, delete, compact, save) take it
+        self.redactor = Redactor()
+        """PII redaction of model-bound text; replace it to add ``extra_pii_patterns``."""
+        self._metrics_lock = threading.Lock()
+        self._metrics = {"retrievals": 0, "answers": 0, "answers_citing": 0}
 
     # -- construction ----------------------------------------------------------
     @classmethod
@@ -846,9 +857,20 @@ class KnowledgeBase:
         out[valid] = values
         return out
 
-    def _rewrite(self, questions: Sequence[str], rewrite: bool) -> list[RewrittenQuery]:
-        if rewrite and self.rewriter is not None:
-            return [self.rewriter(q) for q in questions]
+    def _rewrite(
+        self, questions: Sequence[str], rewrite: bool, redact: bool = True
+    ) -> list[RewrittenQuery]:
+        rewriter = self.rewriter
+        if rewrite and rewriter is not None:
+            if redact and isinstance(rewriter, LLMRewriter):
+                rewriter = dataclasses.replace(
+                    rewriter, chat=_redacting_chat(rewriter.chat, self.redactor)
+                )
+            with self._metrics_lock:
+                self._metrics["retrievals"] += len(questions)
+            return [rewriter(q) for q in questions]
+        with self._metrics_lock:
+            self._metrics["retrievals"] += len(questions)
         return [RewrittenQuery(original=q, text=q, keywords=q) for q in questions]
 
     def retrieve(
@@ -1003,53 +1025,84 @@ class KnowledgeBase:
         exact: bool = False,
         rewrite: bool = True,
         reranker: Reranker | None = None,
+        schema: Mapping[str, Any] | None = None,
         threads: int | None = None,
+        **options: Any,
     ) -> Answer:
         """Answer a question from the knowledge base, citing the chunks it uses.
+
+        The stages: rewrite, retrieve (and filter), rerank, context (merge
+        overlapping windows, pack within the token budget, PII redaction of
+        model-bound text, freshness and conflict notes), generate, verify
+        (confidence, faithfulness), audit (digest). ``Answer.timings`` has
+        the seconds of each.
 
         Parameters
         ----------
         question : str
             The question.
         k : int, default 5
-            Chunks retrieved and handed to the generator.
+            Chunks retrieved.
         generator : callable, optional
             ``generator(question, hits) -> Generation | str``; default the
             offline :class:`~fastrag.ExtractiveGenerator`. Use
             :class:`~fastrag.OpenAIChatGenerator` for a model.
         mode, where, principal, exact, rewrite, reranker, threads
             As for :meth:`retrieve`.
+        schema : mapping, optional
+            A JSON Schema: the chat generator answers with JSON that matches
+            it (``Answer.data``); the extractive generator declines.
+        **options
+            :class:`~fastrag.answering.AnswerOptions`: ``budget`` (3000
+            tokens), ``estimator``, ``redact`` (True), ``max_age_days``
+            (180), ``min_faithfulness`` (0.5), ``replace_unfaithful``
+            (False), ``judge``, ``detect_conflicts`` (True), ``on_stage``,
+            ``now``.
 
         Returns
         -------
         Answer
-            The text, whether it was found, the hits and the citations.
+            The text, whether it was found, the hits, citations, confidence,
+            faithfulness, warnings and the audit digest.
         """
         t0 = time.perf_counter()
         _check_question(question)
         k = _check_k(k)
         mode = check_mode(self._retrieval.mode if mode is None else mode)
+        opts = check_options(options)
+        if schema is not None:
+            check_schema_support(generator)
         generate = as_generator(generator)
-        queries = self._rewrite([question], rewrite)
-        t1 = time.perf_counter()
-        rows, scores, relevance = self._retrieve_rows(
-            queries, k, mode=mode, where=where, principal=principal, group_by=None,
-            exact=exact, threads=threads,
+        timings: dict[str, float] = {}
+        timer = StageTimer(timings, opts.on_stage)
+        with timer("rewrite"):
+            queries = self._rewrite([question], rewrite, opts.redact)
+        with timer("retrieve") as info:
+            rows, scores, relevance = self._retrieve_rows(
+                queries, k, mode=mode, where=where, principal=principal, group_by=None,
+                exact=exact, threads=threads,
+            )  # fmt: skip
+            hits = self.hits(rows[0], scores[0], relevance[0])
+            info.update(hits=len(hits), mode=mode)
+        with timer("rerank"):
+            hits = apply_reranker(self._safe_reranker(reranker, opts.redact), question, hits)
+        model_bound = is_model_bound(generator)
+        prep = prepare(question, hits, opts, self.redactor, model_bound=model_bound, timer=timer)
+        with timer("generate"):
+            if schema is not None:
+                structured = answer_json(generator, prep.model_question, prep.blocks, schema)
+                generation = Generation(structured.raw, True, (), prep.prompt, getattr(generator, "model", None))
+            else:
+                generation = generate(prep.model_question if model_bound else question, prep.blocks)
+        ans = finish(
+            prep, generation, opts, snapshot=self._snapshot, timings=timings, timer=timer,
+            query=queries[0],
         )  # fmt: skip
-        t2 = time.perf_counter()
-        hits = self.hits(rows[0], scores[0], relevance[0])
-        hits = apply_reranker(reranker, question, hits)
-        t3 = time.perf_counter()
-        generation = generate(question, hits)
-        t4 = time.perf_counter()
-        timings = {
-            "rewrite": t1 - t0,
-            "retrieve": t2 - t1,
-            "hits": t3 - t2,
-            "generate": t4 - t3,
-            "total": t4 - t0,
-        }
-        return _make_answer(question, hits, generation, timings, queries[0])
+        if schema is not None:
+            ans = dataclasses.replace(ans, data=structured.data)
+        timings["total"] = time.perf_counter() - t0
+        self._count(1, int(bool(ans.citations)))
+        return ans
 
     def answer_batch(
         self,
@@ -1067,6 +1120,7 @@ class KnowledgeBase:
         max_concurrency: int | None = None,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
+        **options: Any,
     ) -> pa.Table:
         """Answer many questions: one embedding call and one batched search per leg for all.
 
@@ -1095,20 +1149,22 @@ class KnowledgeBase:
         pyarrow.Table
             One row per question, in input order: ``query_index``,
             ``question``, ``answer``, ``found``, ``chunk_ids``, ``scores``,
-            ``citations`` (chunk ids the answer cites), ``error``.
+            ``citations`` (chunk ids the answer cites), ``confidence``,
+            ``faithfulness``, ``high_risk``, ``error``.
         """
         if isinstance(questions, str):
             raise ConfigError("answer_batch() takes a sequence of questions; use answer()")
         questions = list(questions)
         k = _check_k(k)
         mode = check_mode(self._retrieval.mode if mode is None else mode)
+        opts = check_options(options)
         generate = as_generator(generator)
         m = len(questions)
         errors: list[str | None] = [None] * m
         valid = []
         for i, q in enumerate(questions):
             try:
-                _check_question(q, f"question {i}")
+                _check_question(q)
                 valid.append(i)
             except ConfigError as exc:
                 errors[i] = str(exc)
@@ -1117,54 +1173,97 @@ class KnowledgeBase:
         for i in valid:
             unique.setdefault(questions[i], len(unique))
         texts = list(unique)
+        queries = self._rewrite(texts, rewrite, opts.redact)
         u_hits: list[list[Hit]] = [[] for _ in texts]
         if texts:
             rows, scores, relevance = self._retrieve_rows(
-                self._rewrite(texts, rewrite), k, mode=mode, where=where, principal=principal,
+                queries, k, mode=mode, where=where, principal=principal,
                 group_by=None, exact=exact, threads=threads,
             )  # fmt: skip
             u_hits = self._hits_matrix(rows, scores, relevance)
-        u_hits = [apply_reranker(reranker, text, hits) for text, hits in zip(texts, u_hits)]
+        safe_reranker = self._safe_reranker(reranker, opts.redact)
+        model_bound = is_model_bound(generator)
+        preps, timers = [], []
+        for text, hits in zip(texts, u_hits):
+            timings: dict[str, float] = {}
+            timer = StageTimer(timings, opts.on_stage)
+            hits = apply_reranker(safe_reranker, text, hits)
+            preps.append(prepare(text, hits, opts, self.redactor, model_bound=model_bound, timer=timer))
+            timers.append((timings, timer))
         if max_concurrency is None:
             max_concurrency = _default_concurrency(generator)
         results = generate_all(
             generator,
-            list(zip(texts, u_hits)),
+            [(p.model_question if model_bound else p.question, p.blocks) for p in preps],
             call=generate,
             max_concurrency=max_concurrency,
             requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )
-        u_out: list[Generation | str] = [
-            r if isinstance(r, Generation) else f"{type(r).__name__}: {r}" for r in results
-        ]
-        hits_of: list[list[Hit]] = [[] for _ in range(m)]
-        answers: list[str | None] = [None] * m
-        found = [False] * m
-        cited: list[list[int]] = [[] for _ in range(m)]
+        u_out: list[Answer | str] = []
+        for prep, result, (timings, timer), query in zip(preps, results, timers, queries):
+            if isinstance(result, Generation):
+                u_out.append(
+                    finish(prep, result, opts, snapshot=self._snapshot, timings=timings,
+                           timer=timer, query=query)  # fmt: skip
+                )
+            else:
+                u_out.append(f"{type(result).__name__}: {result}")
+        answers: list[Answer | None] = [None] * m
         for i in valid:
-            u = unique[questions[i]]
-            hits_of[i] = u_hits[u]
-            out = u_out[u]
+            out = u_out[unique[questions[i]]]
             if isinstance(out, str):
                 errors[i] = out
-                continue
-            answers[i] = out.text
-            found[i] = out.found
-            cited[i] = [u_hits[u][c - 1].chunk_id for c in out.citations if 1 <= c <= len(u_hits[u])]
+            else:
+                answers[i] = out
+        done = [a for a in answers if a is not None]
+        self._count(len(done), sum(1 for a in done if a.citations))
+        hits_of = [list(a.hits) if a is not None else [] for a in answers]
         return pa.table(
             [
                 pa.array(np.arange(m, dtype=np.int32)),
                 pa.array([q if isinstance(q, str) else repr(q) for q in questions], pa.string()),
-                pa.array(answers, pa.string()),
-                pa.array(found, pa.bool_()),
+                pa.array([a.text if a else None for a in answers], pa.string()),
+                pa.array([bool(a and a.found) for a in answers], pa.bool_()),
                 pa.array([[h.chunk_id for h in hs] for hs in hits_of], pa.list_(pa.int64())),
                 pa.array([[h.score for h in hs] for hs in hits_of], pa.list_(pa.float32())),
-                pa.array(cited, pa.list_(pa.int64())),
+                pa.array(
+                    [[h.chunk_id for h in a.citations.values()] if a else [] for a in answers],
+                    pa.list_(pa.int64()),
+                ),
+                pa.array([a.confidence if a else None for a in answers], pa.float32()),
+                pa.array([a.faithfulness if a else None for a in answers], pa.float32()),
+                pa.array([bool(a and a.high_risk) for a in answers], pa.bool_()),
                 pa.array(errors, pa.string()),
             ],
             schema=ANSWER_BATCH_SCHEMA,
         )
+
+    def _safe_reranker(self, reranker: Reranker | None, redact: bool) -> Reranker | None:
+        """An LLM reranker sees redacted text (PII never reaches a model)."""
+        if redact and isinstance(reranker, LLMReranker):
+            return dataclasses.replace(reranker, chat=_redacting_chat(reranker.chat, self.redactor))
+        return reranker
+
+    def _count(self, answers: int, cited: int) -> None:
+        with self._metrics_lock:
+            self._metrics["answers"] += answers
+            self._metrics["answers_citing"] += cited
+
+    def metrics(self) -> dict[str, Any]:
+        """Lifetime counters of this knowledge base object.
+
+        Returns
+        -------
+        dict
+            ``retrievals`` (questions retrieved for), ``answers``,
+            ``answers_citing`` and ``hit_rate``: the share of answers that
+            cite a retrieved chunk (the operational hit rate).
+        """
+        with self._metrics_lock:
+            out: dict[str, Any] = dict(self._metrics)
+        out["hit_rate"] = out["answers_citing"] / out["answers"] if out["answers"] else 0.0
+        return out
 
     def _hits_matrix(
         self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
@@ -1278,6 +1377,21 @@ class KnowledgeBase:
             f"KnowledgeBase(chunks={len(self)}, dim={self._store.dim}, "
             f"index={self._index!r}{where})"
         )
+
+
+def _redacting_chat(chat: Callable[..., Any], redactor: Redactor) -> Callable[..., Any]:
+    """Wrap a ``chat(messages, **kw)`` callable so every message it sends is redacted."""
+
+    def redacted(messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Any:
+        clean = [
+            {**msg, "content": redactor.redact(msg["content"]).text}
+            if isinstance(msg.get("content"), str)
+            else dict(msg)
+            for msg in messages
+        ]
+        return chat(clean, **kwargs)
+
+    return redacted
 
 
 def _default_concurrency(generator: Any) -> int:
@@ -1479,24 +1593,4 @@ def _assemble(
         updated_at=docs_field("updated_at"),
         acl=docs_field("acl"),
         metadata=docs_field("metadata"),
-    )
-
-
-def _make_answer(
-    question: str,
-    hits: list[Hit],
-    generation: Generation,
-    timings: dict[str, float],
-    query: RewrittenQuery | None = None,
-) -> Answer:
-    return Answer(
-        question=question,
-        text=generation.text,
-        found=generation.found,
-        hits=tuple(hits),
-        citations={c: hits[c - 1] for c in generation.citations if 1 <= c <= len(hits)},
-        prompt=generation.prompt if generation.prompt is not None else build_user_message(question, hits),
-        timings=timings,
-        model=generation.model,
-        query=query,
     )

@@ -13,18 +13,26 @@ becomes ``Answer.timings``) and reports every stage to an optional
 :func:`call_with_timeout` runs a callable in a daemon worker thread and stops
 *waiting* for it after a deadline; used by :class:`~fastrag.fallback.FallbackChain`
 and by the optional LLM stages.
+
+:func:`content_terms` is :func:`fastrag.generation.question_terms` with a
+bounded cache: the verify stages look at the same chunk texts again and
+again, so their terms are computed once.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["StageHook", "StageTimer", "call_with_timeout"]
+from .errors import StageTimeoutError
+from .generation import question_terms
+
+__all__ = ["StageHook", "StageTimer", "call_with_timeout", "clear_caches", "content_terms"]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +109,9 @@ class StageTimer:
             try:
                 hook(name, seconds, info)
             except Exception as exc:  # noqa: BLE001 - a metrics hook must not break answers
-                log.warning("on_stage hook failed for stage %r: %s: %s", name, type(exc).__name__, exc)
+                log.warning(
+                    "on_stage hook failed for stage %r: %s: %s", name, type(exc).__name__, exc
+                )
 
 
 def call_with_timeout(fn: Callable[[], _T], timeout: float | None) -> _T:
@@ -121,8 +131,9 @@ def call_with_timeout(fn: Callable[[], _T], timeout: float | None) -> _T:
 
     Raises
     ------
-    TimeoutError
-        When ``fn`` has not returned after ``timeout`` seconds.
+    StageTimeoutError
+        When ``fn`` has not returned after ``timeout`` seconds (a
+        :class:`TimeoutError`).
     Exception
         Whatever ``fn`` raised.
 
@@ -153,7 +164,34 @@ def call_with_timeout(fn: Callable[[], _T], timeout: float | None) -> _T:
     thread = threading.Thread(target=run, name="fastrag-deadline", daemon=True)
     thread.start()
     if not done.wait(timeout):
-        raise TimeoutError(f"no result within {timeout:g} s")
+        raise StageTimeoutError(f"no result within {timeout:g} s")
     if box[1] is not None:
         raise box[1]
     return box[0]  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=4096)
+def content_terms(text: str) -> frozenset[str]:
+    """The content terms of a text (``question_terms(text)[0]``), cached.
+
+    Parameters
+    ----------
+    text : str
+        Any text.
+
+    Returns
+    -------
+    frozenset of str
+        Stemmed non-stop words, numbers and CJK bigrams (see
+        :func:`fastrag.generation.question_terms`). The 4096 most recently
+        used texts are remembered (thread-safe).
+    """
+    return frozenset(question_terms(text)[0])
+
+
+def clear_caches() -> None:
+    """Forget every cached result of the verify stages (for cold-start measurements)."""
+    content_terms.cache_clear()
+    from .conflicts import _quantities
+
+    _quantities.cache_clear()

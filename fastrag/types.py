@@ -139,6 +139,34 @@ class Answer:
     query : RewrittenQuery or None
         The question as retrieval saw it: normalised text, keywords,
         synonym expansions and the intent label.
+    confidence : float or None
+        ``0.6 x mean relevance of the cited hits + 0.4 x share of the
+        provided hits the answer cites`` (0 for a not-found answer; None
+        for an answer made outside the pipeline).
+    faithfulness : float
+        Share of the answer's sentences backed by the sources they cite
+        (rules: 30 % of a sentence's content terms; or an LLM judge).
+    unsupported : tuple of str
+        The sentences that are not backed.
+    flagged : bool
+        The answer was found but its faithfulness is below the threshold.
+    warnings : tuple of str
+        Freshness and conflict warnings about the sources.
+    conflicts : tuple of Conflict
+        Sources that state different numbers for the same thing.
+    high_risk : bool
+        Whether any conflict was found.
+    pii : dict of str to int
+        PII found and redacted from model-bound text, counted by type.
+    audit_digest : str
+        SHA-256 over the question, snapshot, cited chunks, prompt and answer
+        (see :func:`fastrag.audit.verify_digest`).
+    dropped : tuple of Hit
+        Retrieved hits left out of the context by the token budget.
+    data : object
+        The parsed JSON of a structured (``schema=``) answer, else None.
+    level : str or None
+        The fallback-chain level that answered (see :class:`~fastrag.FallbackChain`).
     """
 
     question: str
@@ -150,6 +178,18 @@ class Answer:
     timings: dict[str, float]
     model: str | None = None
     query: Any = None
+    confidence: float | None = None
+    faithfulness: float = 1.0
+    unsupported: tuple[str, ...] = ()
+    flagged: bool = False
+    warnings: tuple[str, ...] = ()
+    conflicts: tuple[Any, ...] = ()
+    high_risk: bool = False
+    pii: dict[str, int] = field(default_factory=dict)
+    audit_digest: str = ""
+    dropped: tuple[Hit, ...] = ()
+    data: Any = None
+    level: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (hits as dicts, citations as marker -> chunk id)."""
@@ -174,6 +214,16 @@ class Answer:
                 for i, h in enumerate(self.hits, 1)
             ],
             "intent": None if self.query is None else self.query.intent,
+            "confidence": self.confidence,
+            "faithfulness": self.faithfulness,
+            "unsupported": list(self.unsupported),
+            "flagged": self.flagged,
+            "warnings": list(self.warnings),
+            "high_risk": self.high_risk,
+            "pii": self.pii,
+            "audit_digest": self.audit_digest,
+            "data": self.data,
+            "level": self.level,
             "model": self.model,
             "timings": self.timings,
         }
