@@ -31,7 +31,7 @@ from .generation import ExtractiveGenerator
 from .pii import Redactor
 from .prompt import build_user_message, is_chinese, not_found_message
 from .stages import StageHook, StageTimer
-from .trust import LLMJudge, check_faithfulness, confidence, freshness_warnings
+from .trust import LLMJudge, check_faithfulness, confidence, freshness_warnings, split_sentences
 from .types import Answer, Generation, Hit
 
 __all__ = ["AnswerOptions", "Prepared", "finish", "is_model_bound", "prepare"]
@@ -58,8 +58,11 @@ class AnswerOptions:
         Replace a flagged answer with the not-found answer.
     judge : LLMJudge or None
         Judge faithfulness with a model (falls back to the rules); default rules.
-    detect_conflicts : bool, default True
-        Look for sources that state different numbers for the same thing.
+    detect_conflicts : bool or callable, default True
+        Look for sources that state different numbers for the same thing:
+        True for the rules, or a checker ``check(hits) -> list[Conflict]``
+        such as :class:`~fastrag.conflicts.LLMConflictCheck` (it is given
+        the redacted hits when ``redact``).
     on_stage : callable, optional
         ``on_stage(name, seconds, info)`` after each stage, for tracing.
     now : datetime, optional
@@ -73,7 +76,7 @@ class AnswerOptions:
     min_faithfulness: float = 0.5
     replace_unfaithful: bool = False
     judge: LLMJudge | None = None
-    detect_conflicts: bool = True
+    detect_conflicts: bool | Callable[[Sequence[Hit]], list[Conflict]] = True
     on_stage: StageHook | None = None
     now: _dt.datetime | None = None
 
@@ -99,6 +102,8 @@ class Prepared:
     pii: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
+    model_sources: list[str] = field(default_factory=list)  # redacted block texts, for a judge
+    scrub: Callable[[str], str] = str  # redacts text bound for a model (identity when off)
 
 
 def is_model_bound(generator: Any) -> bool:
@@ -139,7 +144,14 @@ def prepare(
     conflicts: list[Conflict] = []
     if options.detect_conflicts:
         with timer("conflicts") as info:
-            conflicts = detect_conflicts(shown)
+            if callable(options.detect_conflicts):  # a model check: it reads redacted text
+                seen = redactor.redact_hits(shown)[0] if options.redact else shown
+                conflicts = [
+                    replace(c, hits=tuple(shown[m - 1] for m in c.markers))
+                    for c in options.detect_conflicts(seen)
+                ]
+            else:
+                conflicts = detect_conflicts(shown)
             chinese = is_chinese(question)
             for c in conflicts:
                 text = c.describe(chinese=chinese)
@@ -161,7 +173,11 @@ def prepare(
         prompt = build_user_message(model_question, noted)
         info.update(redacted=sum(pii.values()))
     blocks = noted if model_bound else shown
-    return Prepared(question, model_question, ctx, blocks, shown, prompt, pii, warnings, conflicts)
+    scrub = (lambda text: redactor.redact(text).text) if options.redact else str
+    return Prepared(
+        question, model_question, ctx, blocks, shown, prompt, pii, warnings, conflicts,
+        [b.text for b in blocks_for_prompt], scrub,
+    )  # fmt: skip
 
 
 def finish(
@@ -178,8 +194,12 @@ def finish(
     shown = prep.shown
     cited = [c for c in generation.citations if 1 <= c <= len(shown)]
     with timer("verify") as info:
-        if options.judge is not None:
-            faith = options.judge(generation.text, [b.text for b in shown], found=generation.found)
+        if options.judge is not None:  # a model: it reads redacted text only
+            faith = options.judge(
+                prep.scrub(generation.text), prep.model_sources, found=generation.found
+            )
+            if faith.unsupported and options.redact:  # report the answer's own sentences
+                faith = _unredacted(faith, generation.text, prep)
         else:
             faith = check_faithfulness(
                 generation.text, [b.text for b in shown], found=generation.found
@@ -195,12 +215,13 @@ def finish(
     if flagged and options.replace_unfaithful:
         text, found, citations = not_found_message(prep.question), False, ()
         conf = 0.0
-    with timer("audit") as info:
+    prompt = generation.prompt if generation.prompt is not None and generation.model else prep.prompt
+    with timer("audit"):
         digest = audit_digest(
             prep.question,
             snapshot,
             [(shown[c - 1].chunk_id, shown[c - 1].text) for c in citations],
-            prep.prompt,
+            prompt,
             text,
         )
     return Answer(
@@ -209,7 +230,7 @@ def finish(
         found=found,
         hits=tuple(shown),
         citations={c: shown[c - 1] for c in citations},
-        prompt=generation.prompt if generation.prompt is not None and generation.model else prep.prompt,
+        prompt=prompt,
         timings=timings,
         model=generation.model,
         query=query,
@@ -222,8 +243,20 @@ def finish(
         high_risk=bool(prep.conflicts),
         pii=dict(prep.pii),
         audit_digest=digest,
+        snapshot=snapshot,
         dropped=tuple(prep.context.dropped),
     )
+
+
+def _unredacted(faith: Any, text: str, prep: Prepared) -> Any:
+    """Map a judge's unsupported claims (made on redacted text) back to the answer's sentences.
+
+    A claim that is a redacted sentence of the answer is replaced by that
+    sentence; other claims (the judge's paraphrases) are kept as given.
+    """
+    by_redacted = {prep.scrub(s).strip(): s for s, _ in split_sentences(text)}
+    claims = tuple(by_redacted.get(c.strip(), c) for c in faith.unsupported)
+    return replace(faith, unsupported=claims)
 
 
 def stage_timer(options: AnswerOptions, timings: dict[str, float]) -> StageTimer:

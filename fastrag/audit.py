@@ -10,7 +10,8 @@
 - the answer,
 
 so that anyone holding the same inputs can recompute it
-(:func:`verify_digest`) and any change of any input changes it. The
+(:func:`verify_digest`, or :func:`verify_answer` from an
+:class:`~fastrag.Answer` itself) and any change of any input changes it. The
 serialisation is orjson with ``OPT_SORT_KEYS`` of::
 
     {"answer": ..., "cited": [[chunk_id, sha256(text)], ...], "format": "fastrag-audit-1",
@@ -27,12 +28,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
 from .errors import ConfigError
 
-__all__ = ["AUDIT_FORMAT", "audit_digest", "audit_record", "verify_digest"]
+__all__ = ["AUDIT_FORMAT", "audit_digest", "audit_record", "verify_answer", "verify_digest"]
 
 AUDIT_FORMAT = "fastrag-audit-1"
 """Tag of the serialisation; a new format gets a new tag."""
@@ -157,3 +159,30 @@ def verify_digest(
         return False
     expected = audit_digest(question, snapshot_id, cited, prompt, answer)
     return hmac.compare_digest(expected, digest.strip().lower())
+
+
+def verify_answer(answer: Any) -> bool:
+    """Whether an :class:`~fastrag.Answer`'s ``audit_digest`` matches its own contents.
+
+    Recomputes the digest from ``answer.question``, ``answer.snapshot``, the
+    cited hits (chunk id and text, in citation order), ``answer.prompt`` and
+    ``answer.text``. An answer stored and reloaded (for example from its
+    ``to_dict`` form rebuilt into an ``Answer``) verifies as long as none of
+    these changed.
+
+    Parameters
+    ----------
+    answer : Answer
+        An answer made by ``KnowledgeBase.answer`` or ``answer_batch``.
+
+    Returns
+    -------
+    bool
+    """
+    try:
+        cited = [(hit.chunk_id, hit.text) for hit in answer.citations.values()]
+        return verify_digest(
+            answer.audit_digest, answer.question, answer.snapshot, cited, answer.prompt, answer.text
+        )
+    except (AttributeError, TypeError, ConfigError):
+        return False

@@ -199,7 +199,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
         f"({summary.found:,} found, {summary.not_found:,} not found), {summary.errors:,} errors"
         + (f", {summary.skipped:,} already done" if summary.skipped else "")
         + f"; {summary.seconds:.1f} s, {summary.questions_per_second:,.0f} questions/s; "
-        f"answers citing a hit: {summary.cited_share:.1%}; written to {args.out}"
+        f"operational hit rate (answers citing a retrieved chunk): {summary.cited_share:.1%}; "
+        f"written to {args.out}"
     )
     return 0
 

@@ -51,7 +51,7 @@ import orjson
 
 from .errors import ConfigError
 from .generation import question_terms
-from .stages import call_with_timeout, content_terms
+from .stages import call_chat, content_terms
 from .types import Hit
 
 __all__ = [
@@ -503,8 +503,8 @@ class LLMConflictCheck:
     Parameters
     ----------
     chat : object
-        Anything with ``chat(messages) -> (text, usage)``, such as
-        :class:`~fastrag.OpenAIChatGenerator`.
+        A chat client such as :class:`~fastrag.OpenAIChatGenerator` (anything
+        with ``chat(messages) -> (text, usage)``), or that method itself.
     top : int, default 5
         Hits sent to the model.
     timeout : float, optional
@@ -546,7 +546,7 @@ class LLMConflictCheck:
             {"role": "system", "content": _CONFLICT_PROMPT},
             {"role": "user", "content": passages},
         ]
-        text, _ = call_with_timeout(lambda: self.chat(messages), self.timeout)
+        text = call_chat(self.chat, messages, self.timeout)
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
             raise ValueError("no JSON object in the reply")

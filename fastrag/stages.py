@@ -32,7 +32,14 @@ from typing import Any, TypeVar
 from .errors import StageTimeoutError
 from .generation import question_terms
 
-__all__ = ["StageHook", "StageTimer", "call_with_timeout", "clear_caches", "content_terms"]
+__all__ = [
+    "StageHook",
+    "StageTimer",
+    "call_chat",
+    "call_with_timeout",
+    "clear_caches",
+    "content_terms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +119,19 @@ class StageTimer:
                 log.warning(
                     "on_stage hook failed for stage %r: %s: %s", name, type(exc).__name__, exc
                 )
+
+
+def call_chat(chat: Any, messages: list[dict[str, str]], timeout: float | None) -> str:
+    """The reply text of ``chat`` to ``messages`` within ``timeout`` seconds.
+
+    ``chat`` is a chat client (an object with ``chat(messages) -> (text,
+    usage)``, such as :class:`~fastrag.OpenAIChatGenerator`) or that method
+    itself (any callable of the same form).
+    """
+    method = getattr(chat, "chat", None)
+    fn = method if callable(method) else chat
+    text, _ = call_with_timeout(lambda: fn(messages), timeout)
+    return text
 
 
 def call_with_timeout(fn: Callable[[], _T], timeout: float | None) -> _T:

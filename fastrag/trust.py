@@ -27,7 +27,7 @@ import orjson
 from .clients import is_not_found
 from .errors import ConfigError
 from .prompt import is_chinese
-from .stages import StageHook, StageTimer, call_with_timeout, content_terms
+from .stages import StageHook, StageTimer, call_chat, content_terms
 from .types import Hit
 
 __all__ = [
@@ -285,8 +285,8 @@ class LLMJudge:
     Parameters
     ----------
     chat : object
-        Anything with ``chat(messages) -> (text, usage)``, such as
-        :class:`~fastrag.OpenAIChatGenerator`.
+        A chat client such as :class:`~fastrag.OpenAIChatGenerator` (anything
+        with ``chat(messages) -> (text, usage)``), or that method itself.
     timeout : float, optional
         Seconds to wait for the model (see
         :func:`fastrag.stages.call_with_timeout`); the client's own timeout
@@ -333,7 +333,7 @@ class LLMJudge:
             {"role": "system", "content": _JUDGE_PROMPT},
             {"role": "user", "content": f"Sources:\n{passages}\n\nAnswer:\n{answer_text}"},
         ]
-        text, _ = call_with_timeout(lambda: self.chat(messages), self.timeout)
+        text = call_chat(self.chat, messages, self.timeout)
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
             raise ValueError("no JSON object in the reply")

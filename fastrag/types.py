@@ -160,7 +160,10 @@ class Answer:
         PII found and redacted from model-bound text, counted by type.
     audit_digest : str
         SHA-256 over the question, snapshot, cited chunks, prompt and answer
-        (see :func:`fastrag.audit.verify_digest`).
+        (recompute it with :func:`fastrag.audit.verify_answer`).
+    snapshot : str or None
+        The knowledge-base snapshot the answer was drawn from (None for a
+        knowledge base never saved).
     dropped : tuple of Hit
         Retrieved hits left out of the context by the token budget.
     data : object
@@ -187,6 +190,7 @@ class Answer:
     high_risk: bool = False
     pii: dict[str, int] = field(default_factory=dict)
     audit_digest: str = ""
+    snapshot: str | None = None
     dropped: tuple[Hit, ...] = ()
     data: Any = None
     level: str | None = None

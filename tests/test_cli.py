@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -95,6 +96,7 @@ def test_batch_formats(tmp_path, capsys, fmt, out_suffix):
     assert main(["batch", str(qfile), "--kb", str(kb), "--out", str(out), "--batch-size", "2"]) == 0
     summary = capsys.readouterr().out
     assert "4 questions: 3 answered" in summary and "1 errors" in summary
+    assert re.search(r"operational hit rate \(answers citing a retrieved chunk\): \d+\.\d%", summary)
     rows = (
         [json.loads(line) for line in out.read_text().splitlines()]
         if out_suffix == "jsonl"
