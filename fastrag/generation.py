@@ -13,6 +13,7 @@ sentence it returns is a verbatim substring of a hit.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,6 +72,9 @@ def _stem(word: str) -> str:
     return word
 
 
+_ZH_STOP_SPLIT = re.compile("[" + "".join(sorted(_ZH_STOP_CHARS)) + "]")
+
+
 def question_terms(text: str) -> tuple[set[str], set[str]]:
     """Content terms of a text: ``(terms, cjk_chars)``.
 
@@ -87,22 +91,27 @@ def question_terms(text: str) -> tuple[set[str], set[str]]:
             if not part:
                 continue
             if _CJK_CHAR.match(part):
-                chars.update(c for c in part if c not in _ZH_STOP_CHARS)
+                chars.update(part)
                 if len(part) == 1:
-                    if part not in _ZH_STOP_CHARS:
-                        terms.add(part)
+                    terms.add(part)  # a lone function character is removed below
                     continue
-                for i in range(len(part) - 1):
-                    pair = part[i : i + 2]
-                    if (
-                        pair[0] not in _ZH_STOP_CHARS
-                        and pair[1] not in _ZH_STOP_CHARS
-                        and pair not in _ZH_STOP_PAIRS
-                    ):
-                        terms.add(pair)
+                # Bigrams with a function character are dropped: split the run at them.
+                for run in _ZH_STOP_SPLIT.split(part):
+                    if len(run) > 1:
+                        terms.update(map(str.__add__, run, run[1:]))
             elif part not in _EN_STOP and (len(part) > 1 or part.isdigit()):
                 terms.add(_stem(part))
+    terms -= _ZH_STOP_PAIRS
+    terms -= _ZH_STOP_CHARS
+    chars -= _ZH_STOP_CHARS
     return terms, chars
+
+
+@functools.lru_cache(maxsize=16384)
+def _sentence_terms(sentence: str) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`question_terms` of a source sentence, remembered (sources repeat across questions)."""
+    terms, chars = question_terms(sentence)
+    return frozenset(terms), frozenset(chars)
 
 
 def coverage(question: tuple[set[str], set[str]], sentence: tuple[set[str], set[str]]) -> float:
@@ -175,7 +184,7 @@ class ExtractiveGenerator:
         scored: list[tuple[float, int, int, str]] = []  # (-coverage, hit, position, sentence)
         for h, hit in enumerate(hits):
             for pos, sentence in enumerate(_sentences(hit.text)):
-                cov = coverage(terms, question_terms(sentence))
+                cov = coverage(terms, _sentence_terms(sentence))
                 if cov >= self.min_coverage:
                     scored.append((-cov, h, pos, sentence))
         if not scored:

@@ -939,7 +939,7 @@ class KnowledgeBase:
             relevance = None if relevance is None else relevance[keep]
         if rows.size == 0:
             return []
-        records = self._store.rows(rows).to_pylist()
+        records = self._store.records(rows)
         rel = [None] * rows.size if relevance is None else relevance.tolist()
         return [
             Hit(

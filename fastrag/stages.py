@@ -212,6 +212,9 @@ def content_terms(text: str) -> frozenset[str]:
 def clear_caches() -> None:
     """Forget every cached result of the verify stages (for cold-start measurements)."""
     content_terms.cache_clear()
+    from .generation import _sentence_terms
+
+    _sentence_terms.cache_clear()
     from .conflicts import _quantities
 
     _quantities.cache_clear()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,10 +146,116 @@ def _vector_view(batch: pa.RecordBatch, dim: int) -> np.ndarray:
     return view
 
 
+
+_UTC_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=zoneinfo.ZoneInfo("UTC"))
+
+
+class _Valid:
+    """Validity bits of an Arrow array (zero-copy); every row is valid without a bitmap."""
+
+    __slots__ = ("bits", "offset")
+
+    def __init__(self, arr: pa.Array) -> None:
+        buf = arr.buffers()[0]
+        self.bits = np.frombuffer(buf, dtype=np.uint8) if arr.null_count and buf else None
+        self.offset = arr.offset
+
+    def __call__(self, i: int) -> bool:
+        if self.bits is None:
+            return True
+        j = self.offset + i
+        return bool((self.bits[j >> 3] >> (j & 7)) & 1)
+
+
+class _DictColumn:
+    """A dictionary-encoded string column read one row at a time, decoding each entry once."""
+
+    __slots__ = ("codes", "dictionary", "seen", "valid")
+
+    def __init__(self, arr: pa.DictionaryArray) -> None:
+        ind = arr.indices
+        self.codes = np.frombuffer(ind.buffers()[1], dtype=np.int32)[ind.offset : ind.offset + len(ind)]
+        self.valid = _Valid(ind)
+        self.dictionary = arr.dictionary
+        self.seen: dict[int, Any] = {}
+
+    def __call__(self, i: int) -> Any:
+        if not self.valid(i):
+            return None
+        code = int(self.codes[i])
+        value = self.seen.get(code, _MISSING)
+        if value is _MISSING:
+            value = self.seen[code] = self.dictionary[code].as_py()
+        return value
+
+
+_MISSING = object()
+
+
+class RowReader:
+    """Hit fields of single rows, read straight from a segment's Arrow buffers.
+
+    ``pyarrow``'s ``take`` + ``to_pylist`` costs about 0.2 ms for a handful of
+    rows whatever their number (per-call overhead of every column); a
+    retrieval returns 5-10 rows, so this reader slices the buffers instead:
+    zero-copy numpy views of the numeric columns and the text offsets, and
+    dictionary entries decoded once. It allocates nothing per row of the
+    segment (the store stays memory-mapped) and is safe to share between
+    threads (the decoded-entry caches only grow).
+    """
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        col = batch.column
+        self.chunk_id = col("chunk_id").to_numpy(zero_copy_only=True)
+        self.ord = col("ord").to_numpy(zero_copy_only=True)
+        self.start = col("start").to_numpy(zero_copy_only=True)
+        self.end = col("end").to_numpy(zero_copy_only=True)
+        text = col("text")
+        self._text_offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[
+            text.offset : text.offset + len(text) + 1
+        ]
+        data = text.buffers()[2]
+        self._text_data = memoryview(data) if data is not None else memoryview(b"")
+        self.doc_id = _DictColumn(col("doc_id"))
+        self.title = _DictColumn(col("title"))
+        self.source = _DictColumn(col("source"))
+        self.metadata = _DictColumn(col("metadata"))
+        ts = col("updated_at")
+        self._ts = np.frombuffer(ts.buffers()[1], dtype=np.int64)[ts.offset : ts.offset + len(ts)]
+        self._ts_valid = _Valid(ts)
+        self._acl = col("acl")
+        self._acl_valid = _Valid(self._acl)
+
+    def text(self, i: int) -> str:
+        """The chunk text of local row ``i``."""
+        lo, hi = int(self._text_offsets[i]), int(self._text_offsets[i + 1])
+        return str(self._text_data[lo:hi], "utf-8")
+
+    def record(self, i: int) -> dict[str, Any]:
+        """Local row ``i`` as the dict ``Table.to_pylist`` would give (every column but vector)."""
+        return {
+            "chunk_id": int(self.chunk_id[i]),
+            "doc_id": self.doc_id(i),
+            "ord": int(self.ord[i]),
+            "start": int(self.start[i]),
+            "end": int(self.end[i]),
+            "text": self.text(i),
+            "title": self.title(i),
+            "source": self.source(i),
+            "updated_at": (
+                _UTC_EPOCH + _dt.timedelta(microseconds=int(self._ts[i]))
+                if self._ts_valid(i)
+                else None
+            ),
+            "acl": self._acl[i].as_py() if self._acl_valid(i) else None,
+            "metadata": self.metadata(i),
+        }
+
+
 class Segment:
     """One record batch of the store, with numpy views of its hot columns."""
 
-    __slots__ = ("alive", "batch", "chunk_ids", "filter_cache", "n_dead", "vectors")
+    __slots__ = ("_reader", "alive", "batch", "chunk_ids", "filter_cache", "n_dead", "vectors")
 
     def __init__(self, batch: pa.RecordBatch, dim: int) -> None:
         self.batch = batch
@@ -158,9 +265,17 @@ class Segment:
         self.n_dead = 0
         # Filter masks by canonical filter key (the segment's rows never change).
         self.filter_cache: dict[bytes, np.ndarray] = {}
+        self._reader: RowReader | None = None
 
     def __len__(self) -> int:
         return self.batch.num_rows
+
+    @property
+    def reader(self) -> RowReader:
+        """Single-row access to the hit columns (made on first use)."""
+        if self._reader is None:
+            self._reader = RowReader(self.batch)
+        return self._reader
 
     def kill(self, local_rows: np.ndarray) -> int:
         """Mark rows deleted; return how many were alive."""
@@ -351,6 +466,23 @@ class ChunkStore:
         inverse = np.empty(rows.size, dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(rows.size)
         return table.take(pa.array(inverse))
+
+    def records(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        """The given global rows as dicts of every column but ``vector`` (few rows: fast).
+
+        Equal to ``self.rows(rows).to_pylist()``; for more than a few hundred
+        rows that is the faster of the two.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size > 256:
+            return self.rows(rows).to_pylist()
+        if len(self.segments) == 1:
+            reader = self.segments[0].reader
+            return [reader.record(i) for i in rows.tolist()]
+        seg, local = self.locate(rows)
+        return [
+            self.segments[s].reader.record(i) for s, i in zip(seg.tolist(), local.tolist())
+        ]
 
     def schema_table(self, columns: Sequence[str]) -> pa.Table:
         """An empty table with the given columns."""

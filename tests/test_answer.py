@@ -196,3 +196,11 @@ def test_generate_all_threads_for_plain_callables_keep_order():
     limiter = RateLimiter(requests_per_minute=60, tokens_per_minute=600)
     assert limiter.reserve(5) == 0.0
     assert limiter.reserve(5) == pytest.approx(1.0, abs=0.05)  # 60 rpm: one a second
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("年假申请的了吗需要时候没有是个 ab报销天多少怎么,.?。Reports submitted 15 days")), max_size=60))
+def test_question_terms_equal_the_reference(text):
+    from naive.terms import question_terms as reference
+
+    assert question_terms(text) == reference(text)

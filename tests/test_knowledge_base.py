@@ -397,3 +397,39 @@ def test_failed_save_keeps_previous_snapshot(kb, tmp_path, monkeypatch):
     assert (root / "manifest.json").read_bytes() == before
     assert [p.name for p in (root / "snapshots").iterdir()] == [sid]
     assert len(KnowledgeBase.load(root)) == len(kb) - 1
+
+
+def test_records_equal_arrow_to_pylist(tmp_path):
+    import datetime as dt
+
+    docs = [
+        {"id": "a", "text": "alpha " * 80, "title": "A", "updated_at": "2026-01-02", "acl": ["g1"]},
+        {"id": "b", "text": "年假 " * 90, "source": "b.md", "metadata": {"team": "hr", "n": 3}},
+        {"id": "c", "text": "", "title": None},
+        {"id": "d", "text": "short", "updated_at": dt.datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=dt.timezone.utc)},
+    ]
+    kb = fastrag.KnowledgeBase.build(docs)
+    kb.add([{"id": "e", "text": "echo " * 70, "acl": []}])  # a second segment
+    kb.save(tmp_path / "kb")
+    for k in (kb, fastrag.KnowledgeBase.load(tmp_path / "kb")):
+        store = k._store
+        n = len(store)
+        assert len(store.segments) >= 1
+        rows = np.array([n - 1, 0, *range(n), 2], dtype=np.int64)
+        assert store.records(rows) == store.rows(rows).to_pylist()
+        assert store.records(np.array([], dtype=np.int64)) == []
+
+
+def test_records_of_sliced_segments():
+    from fastrag.store import ChunkStore
+
+    docs = [
+        {"id": f"d{i}", "text": f"text {i} " * (10 + i), "title": None if i % 2 else f"T{i}",
+         "updated_at": None if i % 3 else "2026-03-04", "acl": None if i % 4 else [f"g{i}"]}
+        for i in range(12)
+    ]  # fmt: skip
+    kb = fastrag.KnowledgeBase.build(docs, window=30, overlap=5)
+    batch = kb._store.segments[0].batch
+    sliced = ChunkStore(kb._store.dim, [batch.slice(3, batch.num_rows - 5), batch.slice(1, 2)])
+    rows = np.arange(len(sliced), dtype=np.int64)[::-1].copy()
+    assert sliced.records(rows) == sliced.rows(rows).to_pylist()
