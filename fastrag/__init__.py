@@ -14,7 +14,17 @@ Quick start::
 
 from __future__ import annotations
 
-from ._native import KERNEL_ABI
+try:
+    from ._native import KERNEL_ABI
+except ModuleNotFoundError as _exc:  # pragma: no cover - a packaging mistake, not a runtime path
+    if _exc.name != f"{__name__}._native":
+        raise
+    raise ImportError(
+        f"fastrag was imported from {__path__[0]} without its kernels (fastrag._native, "
+        "installed from the top-level native/ folder): this is a source checkout, not an "
+        "installed copy. Install it (pip install . or pip install -e .) or run from another "
+        "directory."
+    ) from _exc
 from .answering import AnswerOptions
 from .chunking import Chunker
 from .clients import OpenAIChatGenerator, OpenAIEmbedder

@@ -46,9 +46,14 @@ def _start_child() -> subprocess.Popen[bytes] | None:
     code = "; ".join(
         f"from fastrag._native import {m}; {m}.warmup()" for m in _CHILD_MODULES
     )
+    # Run it where the installed package is found first: from a source checkout
+    # (whose fastrag/ has no _native) the child could not import the kernels.
+    top = sys.modules.get(__name__.split(".")[0])
+    cwd = os.path.dirname(os.path.dirname(os.path.abspath(top.__file__))) if top else None
     try:
         return subprocess.Popen(
             [sys.executable, "-c", code],
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

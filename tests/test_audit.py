@@ -74,7 +74,7 @@ def test_numpy_chunk_ids_and_tuples_are_accepted():
     assert audit_digest(q, snap, tuple(as_numpy), prompt, answer) == PINNED
 
 
-def test_stable_across_processes():
+def test_stable_across_processes(tmp_path):
     code = (
         "import sys, json; from fastrag.audit import audit_digest;"
         "a = json.loads(sys.argv[1]); a[2] = [tuple(x) for x in a[2]];"
@@ -82,7 +82,7 @@ def test_stable_across_processes():
     )
     out = subprocess.run(
         [sys.executable, "-c", code, json.dumps(ARGS)],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, cwd=tmp_path,
         env={"PYTHONHASHSEED": "123", "PATH": ""},
     )  # fmt: skip
     assert out.stdout.strip() == PINNED

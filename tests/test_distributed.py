@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -45,10 +46,18 @@ ACTORS = 2
 
 
 @pytest.fixture(scope="module")
-def ray_local():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+def ray_local(tmp_path_factory):
+    # Ray puts the driver's working directory first on its workers' sys.path; from a
+    # source checkout that would shadow the installed fastrag (whose kernels the
+    # checkout's fastrag/ lacks), so start it elsewhere.
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("ray-cwd"))
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        yield
+    finally:
+        ray.shutdown()
+        os.chdir(cwd)
 
 
 @pytest.fixture(scope="module")
