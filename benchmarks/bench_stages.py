@@ -16,7 +16,10 @@ hits (interleaved, so machine noise hits every stage alike):
 - ``timer``         StageTimer bookkeeping for the 7 stages above (no hook)
 - ``all stages``    the above back to back (what answer() would add)
 
-and, for scale, the extractive ``generate`` step and a whole ``answer()``.
+and, for scale, the extractive ``generate`` step and a whole ``answer()``;
+side by side, ``answer()`` with the optional stages off (no budget, no
+redaction, freshness or conflicts; verify and audit always run) and the bare
+``retrieve()`` + extractive generate that ``answer()`` wraps.
 Prints p50 / p99 in microseconds. The target: ``all stages`` adds at most
 2 ms p50 to answer().
 
@@ -150,6 +153,10 @@ def main() -> None:
         "all stages, timed": lambda c: timed_stages(c[0], c[1]),
         "(generate, extractive)": lambda c: generate(c[0], c[2].hits),
         "(answer(), whole)": lambda c: kb.answer(c[0], k=args.k),
+        "(answer(), stages off)": lambda c: kb.answer(
+            c[0], k=args.k, budget=None, redact=False, max_age_days=None, detect_conflicts=False
+        ),
+        "(retrieve + generate)": lambda c: generate(c[0], kb.retrieve(c[0], k=args.k)),
     }
     samples: dict[str, list[int]] = {name: [] for name in bench}
     clock = time.perf_counter_ns
@@ -171,6 +178,9 @@ def main() -> None:
     added = pct(samples["all stages, timed"], 50) - pct(samples["(generate, extractive)"], 50)
     print(f"stages added to answer() (all stages, timed - generate), p50: {added:.1f} us "
           f"(target <= 2000 us)")  # fmt: skip
+    whole = pct(samples["(answer(), whole)"], 50)
+    for base in ("(answer(), stages off)", "(retrieve + generate)"):
+        print(f"answer() - {base}, p50: {whole - pct(samples[base], 50):.1f} us")
 
 
 def _timer_only() -> None:
