@@ -61,6 +61,7 @@ _CJK_RUN = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
 _SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "ies", "es", "s", "ly")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """A light suffix stripper, enough to match report/reports and submit/submitted."""
     for suffix in _SUFFIXES:
@@ -86,8 +87,12 @@ def question_terms(text: str) -> tuple[set[str], set[str]]:
     terms: set[str] = set()
     chars: set[str] = set()
     text = _ZH_QUESTION_PHRASES.sub(" ", text.lower())
-    for match in _WORD.finditer(text):
-        for part in _CJK_RUN.split(match.group()):
+    for word in _WORD.findall(text):
+        if word.isascii():  # the common case, without the CJK split
+            if word not in _EN_STOP and (len(word) > 1 or word.isdigit()):
+                terms.add(_stem(word))
+            continue
+        for part in _CJK_RUN.split(word):
             if not part:
                 continue
             if _CJK_CHAR.match(part):
