@@ -685,3 +685,30 @@ def test_clients_reopen_after_close(openai_server: OpenAIServer) -> None:
     gen("q?", HITS)
     gen.close()
     assert len(openai_server.requests) == 2
+
+
+def test_sharded_async_transport_spreads_requests_over_small_pools():
+    import asyncio
+
+    import httpx
+    from openai_server import OpenAIServer
+
+    from fastrag.clients import ShardedAsyncTransport
+
+    with OpenAIServer() as server:
+        server.latency = 0.05
+
+        async def run() -> tuple[list[int], list[int]]:
+            transport = ShardedAsyncTransport(16, per_pool=4)
+            async with httpx.AsyncClient(transport=transport, base_url=server.base_url) as client:
+                body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+                responses = await asyncio.gather(
+                    *(client.post("chat/completions", json=body) for _ in range(32))
+                )
+                pools = [len(p._pool._connections) for p in transport._pools]
+            return [r.status_code for r in responses], pools
+
+        statuses, pools = asyncio.run(run())
+    assert statuses == [200] * 32
+    assert len(pools) == 4 and all(1 <= n <= 4 for n in pools)  # every pool was used, none beyond 4
+    assert server.max_in_flight <= 16
