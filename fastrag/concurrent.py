@@ -21,7 +21,7 @@ import inspect
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,7 +29,7 @@ from .errors import ConfigError
 from .prompt import build_user_message
 from .types import Generation, Hit
 
-__all__ = ["RateLimiter", "estimate_tokens", "generate_all"]
+__all__ = ["STREAM_BLOCK", "RateLimiter", "estimate_tokens", "generate_all", "generate_stream", "streams"]
 
 _CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
@@ -106,6 +106,57 @@ def _has_async(generator: Any) -> bool:
     return inspect.iscoroutinefunction(getattr(generator, "agenerate", None))
 
 
+STREAM_BLOCK = 256
+"""Questions per block when :func:`generate_stream` overlaps preparation and generation."""
+
+
+def streams(generator: Any, max_concurrency: int) -> bool:
+    """Whether :func:`generate_stream` overlaps producing blocks with generating (async clients)."""
+    return _has_async(generator) and max_concurrency > 1
+
+
+def generate_stream(
+    generator: Any,
+    blocks: Iterable[Sequence[tuple[str, Sequence[Hit]]]],
+    *,
+    call: Callable[[str, Sequence[Hit]], Generation] | None = None,
+    max_concurrency: int = 1,
+    requests_per_minute: float | None = None,
+    tokens_per_minute: float | None = None,
+) -> list[Generation | BaseException]:
+    """:func:`generate_all` over items that arrive in blocks, in order.
+
+    With an async generator and ``max_concurrency > 1`` (see :func:`streams`)
+    the next block is produced on a worker thread while the calls of the
+    blocks before are in flight, so slow preparation (retrieval) and slow
+    generation (a model server) overlap. Otherwise the blocks are collected
+    first and handed to :func:`generate_all`. An exception raised while
+    producing a block cancels the calls in flight and is raised here.
+
+    Parameters
+    ----------
+    blocks : iterable of sequences of (str, sequence of Hit)
+        Questions and their hits, block by block.
+    generator, call, max_concurrency, requests_per_minute, tokens_per_minute
+        As for :func:`generate_all`.
+
+    Returns
+    -------
+    list
+        A :class:`~fastrag.Generation` or the exception raised, per item, in order.
+    """
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise ConfigError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+    if not streams(generator, max_concurrency):
+        items = [item for block in blocks for item in block]
+        return generate_all(
+            generator, items, call=call, max_concurrency=max_concurrency,
+            requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute,
+        )  # fmt: skip
+    limiter = RateLimiter(requests_per_minute, tokens_per_minute)
+    return _run_loop(_stream_async(generator, iter(blocks), max_concurrency, limiter))
+
+
 def generate_all(
     generator: Any,
     items: Sequence[tuple[str, Sequence[Hit]]],
@@ -165,6 +216,15 @@ async def _generate_async(
     max_concurrency: int,
     limiter: RateLimiter,
 ) -> list[Generation | BaseException]:
+    return await _stream_async(generator, iter([items]), max_concurrency, limiter)
+
+
+async def _stream_async(
+    generator: Any,
+    blocks: Iterator[Sequence[tuple[str, Sequence[Hit]]]],
+    max_concurrency: int,
+    limiter: RateLimiter,
+) -> list[Generation | BaseException]:
     semaphore = asyncio.Semaphore(max_concurrency)
 
     async def one(question: str, hits: Sequence[Hit]) -> Generation | BaseException:
@@ -176,8 +236,22 @@ async def _generate_async(
             except Exception as exc:  # noqa: BLE001 - reported in the item's slot
                 return exc
 
+    loop = asyncio.get_running_loop()
+    end = object()
+    tasks: list[asyncio.Future[Generation | BaseException]] = []
     try:
-        return list(await asyncio.gather(*(one(q, h) for q, h in items)))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastrag-prepare") as pool:
+            while True:
+                block = await loop.run_in_executor(pool, next, blocks, end)
+                if block is end:
+                    break
+                tasks.extend(asyncio.ensure_future(one(q, h)) for q, h in block)
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     finally:
         aclose = getattr(generator, "aclose", None)
         if aclose is not None:

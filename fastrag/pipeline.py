@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,8 @@ from .errors import (
 from .exact import exact_topk
 from .filters import Principal, acl_mask, canonical_key, where_mask
 from .answering import check_options, finish, is_model_bound, prepare
-from .concurrent import generate_all
+from .concurrent import STREAM_BLOCK as _STREAM_BLOCK
+from .concurrent import generate_stream, streams
 from .generation import Generator, as_generator
 from .hnsw import AUTO_MIN_ROWS, HnswConfig, HnswIndex, auto_choice
 from .pii import Redactor
@@ -1174,27 +1175,43 @@ class KnowledgeBase:
             unique.setdefault(questions[i], len(unique))
         texts = list(unique)
         queries = self._rewrite(texts, rewrite, opts.redact)
-        u_hits: list[list[Hit]] = [[] for _ in texts]
-        if texts:
-            rows, scores, relevance = self._retrieve_rows(
-                queries, k, mode=mode, where=where, principal=principal,
-                group_by=None, exact=exact, threads=threads,
-            )  # fmt: skip
-            u_hits = self._hits_matrix(rows, scores, relevance)
         safe_reranker = self._safe_reranker(reranker, opts.redact)
         model_bound = is_model_bound(generator)
-        preps, timers = [], []
-        for text, hits in zip(texts, u_hits):
-            timings: dict[str, float] = {}
-            timer = StageTimer(timings, opts.on_stage)
-            hits = apply_reranker(safe_reranker, text, hits)
-            preps.append(prepare(text, hits, opts, self.redactor, model_bound=model_bound, timer=timer))
-            timers.append((timings, timer))
         if max_concurrency is None:
             max_concurrency = _default_concurrency(generator)
-        results = generate_all(
+        # With a model client, retrieval runs in blocks while the model answers the
+        # blocks before: the batch takes about the longer of the two, not their sum.
+        # The first block is small, so the first calls start at once.
+        n = len(texts)
+        if streams(generator, max_concurrency) and n > 2 * _STREAM_BLOCK:
+            first = min(max_concurrency, _STREAM_BLOCK)
+            bounds = [0, *range(first, n, _STREAM_BLOCK), n]
+        else:
+            bounds = [0, n] if n else [0]
+        preps, timers = [], []
+
+        def prepared_blocks() -> Iterator[list[tuple[str, list[Hit]]]]:
+            for lo, hi in zip(bounds, bounds[1:]):
+                rows, scores, relevance = self._retrieve_rows(
+                    queries[lo:hi], k, mode=mode, where=where, principal=principal,
+                    group_by=None, exact=exact, threads=threads,
+                )  # fmt: skip
+                items = []
+                for text, hits in zip(texts[lo:hi], self._hits_matrix(rows, scores, relevance)):
+                    timings: dict[str, float] = {}
+                    timer = StageTimer(timings, opts.on_stage)
+                    hits = apply_reranker(safe_reranker, text, hits)
+                    prep = prepare(
+                        text, hits, opts, self.redactor, model_bound=model_bound, timer=timer
+                    )
+                    preps.append(prep)
+                    timers.append((timings, timer))
+                    items.append((prep.model_question if model_bound else prep.question, prep.blocks))
+                yield items
+
+        results = generate_stream(
             generator,
-            [(p.model_question if model_bound else p.question, p.blocks) for p in preps],
+            prepared_blocks(),
             call=generate,
             max_concurrency=max_concurrency,
             requests_per_minute=requests_per_minute,

@@ -112,6 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the default 5 drops bursts of concurrent connections
     owner: OpenAIServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:

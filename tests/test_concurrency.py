@@ -63,3 +63,83 @@ def test_thread_setting_is_per_call_and_restored():
     t.join()
     assert seen[0] == 1
     assert numba.get_num_threads() == before
+
+
+# -- generate_stream: preparation overlapped with model calls ---------------------------------
+
+
+class _AsyncEcho:
+    """An async generator that records when each call starts."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    async def agenerate(self, question, hits):
+        import asyncio
+
+        from fastrag.types import Generation
+
+        self.events.append(f"call {question}")
+        await asyncio.sleep(0.01)
+        return Generation(text=f"answer to {question}", found=True)
+
+    def __call__(self, question, hits):  # the sync form, for the non-streaming path
+        from fastrag.types import Generation
+
+        return Generation(text=f"answer to {question}", found=True)
+
+
+def test_generate_stream_overlaps_blocks_and_keeps_order():
+    from fastrag.concurrent import generate_stream
+
+    events: list[str] = []
+    gen = _AsyncEcho(events)
+
+    def blocks():
+        for b in range(3):
+            events.append(f"block {b}")
+            if b:
+                import time
+
+                time.sleep(0.05)  # slow preparation: calls of earlier blocks run meanwhile
+            yield [(f"q{b}-{i}", []) for i in range(4)]
+
+    out = generate_stream(gen, blocks(), max_concurrency=8)
+    assert [g.text for g in out] == [f"answer to q{b}-{i}" for b in range(3) for i in range(4)]
+    # block 0's calls started before block 2 was produced
+    assert events.index("call q0-0") < events.index("block 2")
+    serial = generate_stream(gen, blocks(), max_concurrency=1)  # no async path: collected first
+    assert [g.text for g in serial] == [g.text for g in out]
+
+
+def test_generate_stream_raises_what_preparation_raised():
+    from fastrag.concurrent import generate_stream
+
+    def blocks():
+        yield [("a", [])]
+        raise ValueError("retrieval failed")
+
+    with pytest.raises(ValueError, match="retrieval failed"):
+        generate_stream(_AsyncEcho([]), blocks(), max_concurrency=4)
+
+
+def test_streamed_answer_batch_equals_the_serial_one(monkeypatch):
+    from openai_server import OpenAIServer
+
+    import fastrag.pipeline
+    from fastrag import ClientConfig, OpenAIChatGenerator
+    from fastrag.datasets import demo_documents
+
+    monkeypatch.setattr(fastrag.pipeline, "_STREAM_BLOCK", 4)  # 9 blocks of 4 (and a last of 2)
+    kb = KnowledgeBase.build(demo_documents())
+    base = ["年假怎么申请？", "How many days of annual leave?", "设备丢失后多久内要报告？"]
+    questions = [f"{base[i % 3]} #{i}" for i in range(38)]
+    with OpenAIServer() as server:
+        config = ClientConfig(base_url=server.base_url, model="m", api_key=None, max_retries=0,
+                              read_timeout=10.0, trust_env=False)  # fmt: skip
+        with OpenAIChatGenerator(config=config) as gen:
+            streamed = kb.answer_batch(questions, k=3, generator=gen, max_concurrency=16)
+            serial = kb.answer_batch(questions, k=3, generator=gen, max_concurrency=1)
+    assert streamed.column("error").null_count == len(questions)
+    for name in ("query_index", "answer", "found", "chunk_ids", "citations"):
+        assert streamed.column(name).to_pylist() == serial.column(name).to_pylist()
