@@ -50,7 +50,7 @@ def good(question: str) -> ScoredAnswer:
 
 
 def test_slow_failing_low_then_good():
-    slow = Slow(0.5)
+    slow = Slow(3.0)
     chain = FallbackChain(
         [
             Level(slow, "slow", timeout=0.05),
@@ -69,12 +69,13 @@ def test_slow_failing_low_then_good():
         ("good", "answered"),
     ]
     slow_attempt, fail_attempt, low_attempt, good_attempt = result.attempts
-    assert slow_attempt.seconds < 0.4 and "0.05 s" in slow_attempt.detail
+    # the chain moved on at the timeout, not when the 3 s call ended (loose bound: no timing test)
+    assert slow_attempt.seconds < 1.5 and "0.05 s" in slow_attempt.detail
     assert fail_attempt.detail == "RuntimeError: index offline"
     assert low_attempt.detail == "confidence 0.400 below 0.7"
     assert good_attempt.detail == ""
     assert not slow.finished.is_set()  # abandoned, still running
-    assert slow.finished.wait(2)  # ... and it ends by itself
+    assert slow.finished.wait(10)  # ... and it ends by itself
 
 
 def test_first_good_level_wins_and_later_levels_are_not_called():
