@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from fastrag.datasets.synthetic import mixed_documents
 
 from fastrag import KnowledgeBase, VocabularyEmbedder
-from fastrag.datasets.synthetic import mixed_documents
 
 WORKDIR = Path("/tmp/fastrag-issue7")
 SEED = 7

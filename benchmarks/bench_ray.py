@@ -20,9 +20,10 @@ import threading
 import time
 from pathlib import Path
 
+from fastrag.datasets import demo_documents
+
 from fastrag import KnowledgeBase
 from fastrag.batch import answer_file
-from fastrag.datasets import demo_documents
 from fastrag.distributed import answer_file_ray
 
 BASE = ["年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "密码多久更换一次？",

@@ -17,10 +17,10 @@ import statistics
 import time
 
 import numpy as np
-
-from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
 from fastrag.datasets import demo_documents
 from fastrag.datasets.synthetic import mixed_documents
+
+from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
 from fastrag.exact import exact_topk
 
 

@@ -20,10 +20,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from fastrag.datasets.synthetic import mixed_texts  # noqa: E402
 from naive.embedding import embed_dict, embed_index_of  # noqa: E402
 
 from fastrag import Chunker, VocabularyEmbedder, warmup  # noqa: E402
-from fastrag.datasets.synthetic import mixed_texts  # noqa: E402
 
 
 def timed(fn, repeat):

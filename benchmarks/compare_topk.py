@@ -38,12 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import fastrag._native.topk as kernels
 import numba
 import numpy as np
+from fastrag._native._jit import parallel_kernel
 from threadpoolctl import threadpool_limits
 
-import fastrag._native.topk as kernels
-from fastrag._native._jit import parallel_kernel
 from fastrag._threads import threads as numba_threads
 from fastrag.exact import BLAS_MIN_BATCH, exact_topk
 

@@ -15,10 +15,10 @@ import argparse
 import time
 
 import numpy as np
+from fastrag.datasets.beir import evaluate, load_beir
 
 from fastrag import Chunker
 from fastrag.bm25 import BM25Index
-from fastrag.datasets.beir import evaluate, load_beir
 from fastrag.tokenize import Tokenizer
 
 

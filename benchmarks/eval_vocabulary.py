@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
 from fastrag.datasets.beir import evaluate, load_beir
+
+from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
 
 
 def doc_ranking(table, m: int) -> list[list[str]]:

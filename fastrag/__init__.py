@@ -55,6 +55,9 @@ from .errors import (
     StoreVersionError,
     StructuredOutputError,
 )
+from .fallback import FallbackChain, Level
+from .filters import Principal
+from .generation import ExtractiveGenerator, Generator
 from .hnsw import HnswConfig
 from .pii import Redactor
 from .pipeline import BuildProgress, KnowledgeBase
@@ -63,9 +66,6 @@ from .retrieval import RetrievalConfig
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .snapshots import SnapshotInfo
 from .tokenize import Tokenizer
-from .fallback import FallbackChain, Level
-from .filters import Principal
-from .generation import ExtractiveGenerator, Generator
 from .types import Answer, Document, Generation, Hit
 from .warmup import warmup
 

@@ -48,7 +48,7 @@ from ._native.tokenize import distinct_hashes
 from ._threads import resolve_threads
 from ._threads import threads as _threads
 from .errors import ConfigError, DocumentError, StoreCorruptedError, StoreError
-from .tokenize import Tokenizer, Tokens, TextsLike, as_utf8, check_utf8
+from .tokenize import TextsLike, Tokenizer, Tokens, as_utf8, check_utf8
 
 __all__ = ["BM25_FILE", "BM25Index"]
 
@@ -653,7 +653,7 @@ class BM25Index:
             "tokenizer": self.tokenizer.config(),
         }
         columns = []
-        for (name, typ), a in zip(_COLUMNS, state):
+        for (_, typ), a in zip(_COLUMNS, state):
             values = pa.array(a, type=typ)
             offs = pa.array(np.array([0, len(a)], dtype=np.int64))
             columns.append(pa.LargeListArray.from_arrays(offs, values))

@@ -29,7 +29,14 @@ from .errors import ConfigError
 from .prompt import build_user_message
 from .types import Generation, Hit
 
-__all__ = ["STREAM_BLOCK", "RateLimiter", "estimate_tokens", "generate_all", "generate_stream", "streams"]
+__all__ = [
+    "STREAM_BLOCK",
+    "RateLimiter",
+    "estimate_tokens",
+    "generate_all",
+    "generate_stream",
+    "streams",
+]
 
 _CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
@@ -106,6 +113,11 @@ def _has_async(generator: Any) -> bool:
     return inspect.iscoroutinefunction(getattr(generator, "agenerate", None))
 
 
+def _check_concurrency(max_concurrency: Any) -> None:
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise ConfigError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+
+
 STREAM_BLOCK = 256
 """Questions per block when :func:`generate_stream` overlaps preparation and generation."""
 
@@ -145,8 +157,7 @@ def generate_stream(
     list
         A :class:`~fastrag.Generation` or the exception raised, per item, in order.
     """
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise ConfigError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+    _check_concurrency(max_concurrency)
     if not streams(generator, max_concurrency):
         items = [item for block in blocks for item in block]
         return generate_all(
@@ -186,8 +197,7 @@ def generate_all(
     list
         A :class:`~fastrag.Generation` or the exception raised, per item, in order.
     """
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise ConfigError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+    _check_concurrency(max_concurrency)
     limiter = RateLimiter(requests_per_minute, tokens_per_minute)
     sync_call = call or generator
     if not items:

@@ -20,7 +20,8 @@ from . import _native  # noqa: F401  (the package must import before its submodu
 from ._native import embedding as _kernels
 from ._native.chunking import readonly
 from ._text import encode_utf8
-from ._threads import resolve_threads, threads as _threads
+from ._threads import resolve_threads
+from ._threads import threads as _threads
 from .errors import ConfigError, EmbedderError, EmbedderMismatchError, NotFittedError
 
 __all__ = [

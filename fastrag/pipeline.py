@@ -19,8 +19,11 @@ from ._native import topk as _topk_kernels
 from ._native.chunking import join_windows
 from ._text import encode_utf8, utf8_buffers
 from ._threads import threads as _threads
+from .answering import check_options, finish, is_model_bound, prepare
 from .bm25 import BM25_FILE, BM25Index
 from .chunking import Chunker
+from .concurrent import STREAM_BLOCK as _STREAM_BLOCK
+from .concurrent import generate_stream, streams
 from .documents import DocBatch, iter_batches
 from .embedding import (
     CodepointCounter,
@@ -39,17 +42,12 @@ from .errors import (
 )
 from .exact import exact_topk
 from .filters import Principal, acl_mask, canonical_key, where_mask
-from .answering import check_options, finish, is_model_bound, prepare
-from .concurrent import STREAM_BLOCK as _STREAM_BLOCK
-from .concurrent import generate_stream, streams
 from .generation import Generator, as_generator
 from .hnsw import AUTO_MIN_ROWS, HnswConfig, HnswIndex, auto_choice
 from .pii import Redactor
 from .rerank import LLMReranker, Reranker, apply_reranker
 from .retrieval import RetrievalConfig, check_mode, vector_weight_for
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
-from .stages import StageTimer
-from .structured import answer_json, check_schema_support
 from .snapshots import (
     SnapshotInfo,
     list_snapshots,
@@ -58,7 +56,9 @@ from .snapshots import (
     snapshot_entry,
     write_snapshot,
 )
+from .stages import StageTimer
 from .store import ChunkStore, build_batch, metadata_of
+from .structured import answer_json, check_schema_support
 from .tokenize import Tokenizer
 from .types import Answer, Generation, Hit
 
@@ -731,7 +731,6 @@ class KnowledgeBase:
         width = k * cfg.oversample if fused else k
         if group_by:
             width = max(width, 10 * k)  # documents have several chunks each
-        m = len(queries)
         n_rows = self._store.n_rows
         while True:
             legs = self._legs(queries, k, width, mode, where, principal, group_by, exact, threads, masks)
@@ -1346,7 +1345,8 @@ class KnowledgeBase:
     # -- lifetime ----------------------------------------------------------------
     def close(self) -> None:
         """Close the embedder's network connections, if it has any (HTTP embedders reopen them
-        when used again, so the knowledge base stays usable)."""
+        when used again, so the knowledge base stays usable).
+        """
         close = getattr(self._embedder, "close", None)
         if callable(close):
             close()

@@ -28,8 +28,8 @@ from typing import Any
 import orjson
 
 from ._fs import atomic_write_bytes, file_lock, fsync_dir
-from .config import fault
 from ._native import KERNEL_ABI
+from .config import fault
 from .errors import StoreCorruptedError, StoreError, StoreNotFoundError, StoreVersionError
 from .store import ChunkStore
 

@@ -422,7 +422,8 @@ def distinct_hashes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 @kernel
 def _distinct_words_pass(hashes, kinds):
     """Distinct hashes of the word tokens (``kinds == 1``): first-seen order, first positions,
-    and the distinct index of every token (-1 for a CJK token)."""
+    and the distinct index of every token (-1 for a CJK token).
+    """
     n = hashes.size
     inverse = np.full(n, -1, dtype=np.int64)
     cap = 1024

@@ -3,14 +3,28 @@ from __future__ import annotations
 import re
 
 import pytest
+from fastrag.datasets import demo_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastrag
-from fastrag import Answer, ConfigError, ExtractiveGenerator, Generation, GenerationError, Hit, KnowledgeBase
-from fastrag.datasets import demo_documents
+from fastrag import (
+    Answer,
+    ConfigError,
+    ExtractiveGenerator,
+    Generation,
+    GenerationError,
+    Hit,
+    KnowledgeBase,
+)
 from fastrag.generation import coverage, question_terms
-from fastrag.prompt import NOT_FOUND_EN, NOT_FOUND_ZH, SYSTEM_PROMPT, build_messages, parse_citations
+from fastrag.prompt import (
+    NOT_FOUND_EN,
+    NOT_FOUND_ZH,
+    SYSTEM_PROMPT,
+    build_messages,
+    parse_citations,
+)
 
 MARKER = re.compile(r"\s?\[\d+\]")
 
@@ -142,7 +156,7 @@ def test_answer_batch_keeps_going_after_one_failure(demo_kb):
         calls.append(question)
         if "boom" in question:
             raise TimeoutError("model timed out")
-        return Generation(f"ok [1]", True, (1,))
+        return Generation("ok [1]", True, (1,))
 
     table = demo_kb.answer_batch(["first", "boom", "third"], generator=flaky)
     rows = table.to_pylist()
@@ -152,7 +166,7 @@ def test_answer_batch_keeps_going_after_one_failure(demo_kb):
 
 
 def test_any_callable_can_generate(demo_kb):
-    ans = demo_kb.answer("年假怎么申请？", generator=lambda q, hits: f"See [2] and [1] and [9].")
+    ans = demo_kb.answer("年假怎么申请？", generator=lambda q, hits: "See [2] and [1] and [9].")
     assert ans.found and list(ans.citations) == [2, 1]
     with pytest.raises(GenerationError, match="returned int"):
         demo_kb.answer("x", generator=lambda q, hits: 42)

@@ -8,12 +8,12 @@ import datetime as dt
 import re
 
 import pytest
+from fastrag.datasets import demo_documents
 from openai_server import CHAT, OpenAIServer
 
 import fastrag
 from fastrag import ClientConfig, KnowledgeBase, OpenAIChatGenerator
 from fastrag.audit import verify_answer
-from fastrag.datasets import demo_documents
 from fastrag.errors import ConfigError
 from fastrag.types import Generation
 

@@ -4,10 +4,10 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from fastrag.datasets import demo_documents
 
 from fastrag import KnowledgeBase, StoreError
 from fastrag.batch import answer_file
-from fastrag.datasets import demo_documents
 
 QUESTIONS = [
     "年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "", "密码多久更换一次？",

@@ -7,10 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import pytest
+from fastrag.datasets.synthetic import mixed_documents
 
 from fastrag import KnowledgeBase, VocabularyEmbedder
 from fastrag._threads import threading_layer, threads
-from fastrag.datasets.synthetic import mixed_documents
 
 
 @pytest.fixture(scope="module")
@@ -124,11 +124,11 @@ def test_generate_stream_raises_what_preparation_raised():
 
 
 def test_streamed_answer_batch_equals_the_serial_one(monkeypatch):
+    from fastrag.datasets import demo_documents
     from openai_server import OpenAIServer
 
     import fastrag.pipeline
     from fastrag import ClientConfig, OpenAIChatGenerator
-    from fastrag.datasets import demo_documents
 
     monkeypatch.setattr(fastrag.pipeline, "_STREAM_BLOCK", 4)  # 9 blocks of 4 (and a last of 2)
     kb = KnowledgeBase.build(demo_documents())

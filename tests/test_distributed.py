@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fastrag.datasets import demo_documents
 from openai_server import CHAT, OpenAIServer
 
 from fastrag import ClientConfig, ConfigError, KnowledgeBase, OpenAIChatGenerator, StoreError
 from fastrag.batch import answer_file
-from fastrag.datasets import demo_documents
 from fastrag.pipeline import ANSWER_BATCH_SCHEMA
 
 ray = pytest.importorskip("ray")

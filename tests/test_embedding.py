@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fastrag._native import embedding as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from naive import embedding as naive
 
 from fastrag import (
     ConfigError,
@@ -12,9 +14,7 @@ from fastrag import (
     NotFittedError,
     VocabularyEmbedder,
 )
-from fastrag._native import embedding as kernels
 from fastrag.embedding import check_embedder_matches, embedder_from_config
-from naive import embedding as naive
 
 ALPHABET = st.sampled_from(
     list("abcABCxyz 中文字年假😀🎉é\u212aKkİ\u3000\n\t.,!?")

@@ -6,14 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastrag.datasets.synthetic import random_unit_vectors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
 from fastrag import ConfigError, SearchIndexError
 from fastrag import hnsw as hnsw_mod
 from fastrag._threads import max_threads
-from fastrag.datasets.synthetic import random_unit_vectors
 from fastrag.hnsw import (
     HnswConfig,
     HnswIndex,
@@ -22,7 +23,6 @@ from fastrag.hnsw import (
     filter_strategy,
     recall_at_k,
 )
-from naive import topk as naive
 
 N, DIM, CLUSTERS, NQ, K = 8000, 48, 100, 100, 10
 

@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from fastrag.datasets.synthetic import mixed_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,6 @@ from fastrag import (
     VocabularyEmbedder,
 )
 from fastrag.config import FAULT_POINTS
-from fastrag.datasets.synthetic import mixed_documents
 from fastrag.hnsw import AUTO_MIN_ROWS, HnswConfig
 
 

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
+from fastrag.datasets.synthetic import mixed_documents
 
 import fastrag
 from fastrag import (
@@ -22,7 +23,6 @@ from fastrag import (
     StoreNotFoundError,
     VocabularyEmbedder,
 )
-from fastrag.datasets.synthetic import mixed_documents
 
 
 def _hit_tuples(hits):

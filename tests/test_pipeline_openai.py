@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fastrag.datasets import demo_documents
 from openai_server import CHAT, EMBED, OpenAIServer
 
 from fastrag import (
@@ -13,7 +14,6 @@ from fastrag import (
     OpenAIChatGenerator,
     OpenAIEmbedder,
 )
-from fastrag.datasets import demo_documents
 from fastrag.prompt import SYSTEM_PROMPT
 
 KEY = "sk-test-0123456789abcdef"

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from fastrag.datasets import demo_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,6 @@ from fastrag import (
     QueryRewriter,
     RetrievalConfig,
 )
-from fastrag.datasets import demo_documents
 from fastrag.rerank import apply_reranker
 from fastrag.retrieval import fuse
 

@@ -4,15 +4,15 @@ import os
 
 import numpy as np
 import pytest
+from fastrag._native import topk as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
 from fastrag import ConfigError, exact
-from fastrag._native import topk as kernels
 from fastrag._threads import max_threads
 from fastrag.exact import exact_topk, merge_topk
-from naive import topk as naive
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 RTOL, ATOL = 1e-5, 1e-6

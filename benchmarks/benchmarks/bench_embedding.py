@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from fastrag._native import embedding as kernels
 
 from fastrag import Chunker, VocabularyEmbedder
-from fastrag._native import embedding as kernels
 
 from .common import texts
 

@@ -13,8 +13,8 @@ import os
 import tempfile
 
 import numpy as np
-
 from fastrag.datasets.synthetic import random_unit_vectors
+
 from fastrag.errors import SearchIndexError
 from fastrag.exact import exact_topk
 from fastrag.hnsw import HnswConfig, HnswIndex, recall_at_k

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import tempfile
 
-from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
 from fastrag.datasets.synthetic import mixed_documents
+
+from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
 
 
 class Retrieve:

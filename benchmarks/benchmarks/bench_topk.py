@@ -7,8 +7,8 @@ sgemm path; ``benchmarks/compare_topk.py`` sets these against numpy and faiss.
 from __future__ import annotations
 
 import numpy as np
-
 from fastrag._native import topk as kernels
+
 from fastrag.exact import exact_topk, merge_topk
 
 from .common import unit_vectors

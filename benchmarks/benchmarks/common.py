@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-
 from fastrag.datasets.synthetic import mixed_texts, random_unit_vectors
 
 
