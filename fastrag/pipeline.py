@@ -750,7 +750,9 @@ class KnowledgeBase:
         rows = rows[:, :k]
         scores = scores[:, :k]
         relevance = np.zeros(rows.shape, dtype=np.float32)
-        if vectors is not None:
+        if mode == "vector":  # the scores are the cosines already
+            relevance = np.clip(scores, 0.0, 1.0).astype(np.float32)
+        elif vectors is not None:
             relevance = np.clip(self._row_cosines(vectors, rows), 0.0, 1.0)
         if key_rows is not None and key_weight is not None:
             share = _lookup(rows, key_rows, key_scores, 0.0)

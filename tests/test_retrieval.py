@@ -358,3 +358,17 @@ def test_llm_reranker_orders_by_relevance_and_falls_back(demo_kb):
 
     demo_kb.retrieve("annual leave", k=30, reranker=LLMReranker(capture, max_candidates=20))
     assert seen == [20]
+
+
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_vector_relevance_is_the_clipped_cosine(index):
+    from fastrag.datasets import demo_documents
+
+    kb = KnowledgeBase.build(demo_documents(), index=index)
+    q = "How many days of annual leave do employees receive?"
+    qv = kb.embed_questions([kb.rewriter(q).text])[0]
+    for hit in kb.retrieve(q, k=8, mode="vector"):
+        (row,) = kb._store.rows_of(np.array([hit.chunk_id]))
+        seg, local = kb._store.locate(np.array([row]))
+        v = kb._store.segments[int(seg[0])].vectors[int(local[0])]
+        assert hit.relevance == pytest.approx(min(1.0, max(0.0, float(v @ qv))), abs=1e-5)
