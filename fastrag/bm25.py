@@ -95,11 +95,6 @@ class _Arrays(NamedTuple):
     max_impact: np.ndarray  # float32[V]
 
 
-def _readonly(*arrays: np.ndarray) -> None:
-    for a in arrays:
-        a.flags.writeable = False
-
-
 class BM25Index:
     """A BM25 index over the rows ``0..n-1`` of a chunk store.
 
@@ -168,7 +163,8 @@ class BM25Index:
             idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
         if max_impact is None:
             max_impact = _kernels.max_impacts(term_offsets, impacts)
-        _readonly(vocab, term_offsets, rows, tfs, doc_len, impacts, idf, max_impact)
+        for a in (vocab, term_offsets, rows, tfs, doc_len, impacts, idf, max_impact):
+            a.flags.writeable = False  # shared by every reader; never changed in place
         # one attribute holds everything a search reads: swapped atomically
         self._state = _Arrays(vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact)
         self._avgdl = avgdl

@@ -219,17 +219,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _hit_json(h: Hit, rank: int) -> dict[str, Any]:
-    return {
-        "rank": rank,
-        "chunk_id": h.chunk_id,
-        "doc_id": h.doc_id,
-        "ord": h.ord,
-        "start": h.start,
-        "end": h.end,
-        "score": h.score,
-        "text": h.text,
-        "metadata": h.metadata,
-    }
+    return {"rank": rank, **h.to_dict()}
 
 
 def cmd_info(args: argparse.Namespace) -> int:

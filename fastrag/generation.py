@@ -23,7 +23,7 @@ from .errors import ConfigError, GenerationError
 from .prompt import build_user_message, is_chinese, not_found_message, parse_citations
 from .types import Generation, Hit
 
-__all__ = ["ExtractiveGenerator", "Generator", "as_generator", "coverage", "question_terms"]
+__all__ = ["ExtractiveGenerator", "Generator", "as_generator", "coverage", "question_terms", "text_terms"]
 
 
 @runtime_checkable
@@ -113,9 +113,14 @@ def question_terms(text: str) -> tuple[set[str], set[str]]:
 
 
 @functools.lru_cache(maxsize=16384)
-def _sentence_terms(sentence: str) -> tuple[frozenset[str], frozenset[str]]:
-    """:func:`question_terms` of a source sentence, remembered (sources repeat across questions)."""
-    terms, chars = question_terms(sentence)
+def text_terms(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`question_terms` of a source text, remembered (thread-safe).
+
+    Sources recur from question to question, and the verify stages read the
+    sentences the extractive generator has just read: one cache serves both
+    (:func:`fastrag.stages.content_terms`).
+    """
+    terms, chars = question_terms(text)
     return frozenset(terms), frozenset(chars)
 
 
@@ -189,7 +194,7 @@ class ExtractiveGenerator:
         scored: list[tuple[float, int, int, str]] = []  # (-coverage, hit, position, sentence)
         for h, hit in enumerate(hits):
             for pos, sentence in enumerate(_sentences(hit.text)):
-                cov = coverage(terms, _sentence_terms(sentence))
+                cov = coverage(terms, text_terms(sentence))
                 if cov >= self.min_coverage:
                     scored.append((-cov, h, pos, sentence))
         if not scored:

@@ -22,7 +22,6 @@ again, so their terms are computed once.
 from __future__ import annotations
 
 import contextvars
-import functools
 import logging
 import threading
 import time
@@ -30,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .errors import StageTimeoutError
-from .generation import question_terms
+from .generation import text_terms
 
 __all__ = [
     "StageHook",
@@ -190,7 +189,6 @@ def call_with_timeout(fn: Callable[[], _T], timeout: float | None) -> _T:
     return box[0]  # type: ignore[no-any-return]
 
 
-@functools.lru_cache(maxsize=4096)
 def content_terms(text: str) -> frozenset[str]:
     """The content terms of a text (``question_terms(text)[0]``), cached.
 
@@ -203,18 +201,15 @@ def content_terms(text: str) -> frozenset[str]:
     -------
     frozenset of str
         Stemmed non-stop words, numbers and CJK bigrams (see
-        :func:`fastrag.generation.question_terms`). The 4096 most recently
-        used texts are remembered (thread-safe).
+        :func:`fastrag.generation.question_terms`), from the cache the
+        extractive generator fills (:func:`fastrag.generation.text_terms`).
     """
-    return frozenset(question_terms(text)[0])
+    return text_terms(text)[0]
 
 
 def clear_caches() -> None:
     """Forget every cached result of the verify stages (for cold-start measurements)."""
-    content_terms.cache_clear()
-    from .generation import _sentence_terms
-
-    _sentence_terms.cache_clear()
+    text_terms.cache_clear()
     from .conflicts import _quantities
 
     _quantities.cache_clear()

@@ -70,6 +70,20 @@ class Hit:
     metadata: dict[str, Any] = field(default_factory=dict)
     relevance: float | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as a dict (metadata as stored; ``json.dumps`` it with ``default=str``)."""
+        return {
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "ord": self.ord,
+            "start": self.start,
+            "end": self.end,
+            "score": self.score,
+            "relevance": self.relevance,
+            "text": self.text,
+            "metadata": self.metadata,
+        }
+
     @property
     def title(self) -> str | None:
         """The document's title, if it has one."""
@@ -202,21 +216,7 @@ class Answer:
             "answer": self.text,
             "found": self.found,
             "citations": {str(m): h.chunk_id for m, h in self.citations.items()},
-            "hits": [
-                {
-                    "marker": i,
-                    "chunk_id": h.chunk_id,
-                    "doc_id": h.doc_id,
-                    "ord": h.ord,
-                    "start": h.start,
-                    "end": h.end,
-                    "score": h.score,
-                    "relevance": h.relevance,
-                    "text": h.text,
-                    "metadata": h.metadata,
-                }
-                for i, h in enumerate(self.hits, 1)
-            ],
+            "hits": [{"marker": i, **h.to_dict()} for i, h in enumerate(self.hits, 1)],
             "intent": None if self.query is None else self.query.intent,
             "confidence": self.confidence,
             "faithfulness": self.faithfulness,

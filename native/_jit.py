@@ -21,8 +21,9 @@ import os
 from functools import partial
 
 import numba
+import numpy as np
 
-__all__ = ["CACHE", "FASTMATH", "kernel", "parallel_kernel"]
+__all__ = ["CACHE", "FASTMATH", "frozen", "kernel", "parallel_kernel", "readonly"]
 
 CACHE: bool = os.environ.get("FASTRAG_NUMBA_CACHE", "1").strip().lower() not in {
     "0",
@@ -42,3 +43,22 @@ parallel_kernel = partial(
     numba.njit, cache=CACHE, nogil=True, fastmath=set(FASTMATH), parallel=True
 )
 """Decorator for a kernel with ``prange`` loops."""
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` itself if read-only, else a read-only view of it (no copy).
+
+    Drivers pass every input to the kernels read-only, so each kernel has one
+    compiled signature whether the caller's arrays are writable (fresh) or
+    read-only (Arrow buffers, memory-mapped files): half the compile time.
+    """
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+def frozen(*arrays: np.ndarray) -> list[np.ndarray]:
+    """:func:`readonly` of each array."""
+    return [readonly(a) for a in arrays]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import kernel, parallel_kernel
+from ._jit import frozen, kernel, parallel_kernel
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -48,20 +48,6 @@ __all__ = [
 
 
 # -- building ----------------------------------------------------------------
-def _frozen(*arrays: np.ndarray) -> list[np.ndarray]:
-    """Read-only views of the arrays (no copy).
-
-    Drivers pass every input to the kernels read-only, so each kernel has one
-    compiled signature whether the caller's arrays are writable (fresh) or
-    read-only (Arrow buffers, memory-mapped files): half the compile time.
-    """
-    out = []
-    for a in arrays:
-        if a.flags.writeable:
-            a = a.view()
-            a.flags.writeable = False
-        out.append(a)
-    return out
 
 
 
@@ -127,7 +113,7 @@ def doc_terms(
     pair_offsets : int64[n + 1]
         Text ``i`` owns pairs ``pair_offsets[i]:pair_offsets[i + 1]``.
     """
-    hashes, tok_offsets = _frozen(hashes, tok_offsets)
+    hashes, tok_offsets = frozen(hashes, tok_offsets)
     n = tok_offsets.size - 1
     total = int(tok_offsets[-1])
     tmp_hash = np.empty(total, dtype=np.uint64)
@@ -186,7 +172,7 @@ def transpose(
     tfs : int32[nnz]
         Term frequency of every posting.
     """
-    pair_term, pair_tf, pair_offsets = _frozen(pair_term, pair_tf, pair_offsets)
+    pair_term, pair_tf, pair_offsets = frozen(pair_term, pair_tf, pair_offsets)
     df = np.bincount(pair_term, minlength=n_terms)
     term_offsets = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=term_offsets[1:])
@@ -228,7 +214,7 @@ def impacts(
         ``tf / (tf + k1 * (1 - b + b * doc_len / avgdl))``,
         computed in float64.
     """
-    rows, tfs, doc_len = _frozen(rows, tfs, doc_len)
+    rows, tfs, doc_len = frozen(rows, tfs, doc_len)
     out = np.empty(rows.size, dtype=np.float32)
     if rows.size:
         _impacts_pass(rows, tfs, doc_len, float(k1), float(b), float(avgdl), out)
@@ -261,7 +247,7 @@ def max_impacts(term_offsets: np.ndarray, impacts: np.ndarray) -> np.ndarray:
     float32[V]
         Per-term maximum (0 for a term without postings).
     """
-    term_offsets, impacts = _frozen(term_offsets, impacts)
+    term_offsets, impacts = frozen(term_offsets, impacts)
     out = np.empty(term_offsets.size - 1, dtype=np.float32)
     _max_impact_pass(term_offsets, impacts, out)
     return out
@@ -312,7 +298,7 @@ def merge_postings(
         ``term_offsets``, ``rows``, ``tfs`` of the merged postings; each term's
         rows stay increasing.
     """
-    old_offsets, old_rows, old_tfs, remap, pair_term, pair_tf, pair_offsets = _frozen(
+    old_offsets, old_rows, old_tfs, remap, pair_term, pair_tf, pair_offsets = frozen(
         old_offsets, old_rows, old_tfs, remap, pair_term, pair_tf, pair_offsets
     )
     df = np.bincount(pair_term, minlength=n_terms)
@@ -370,13 +356,13 @@ def compact_postings(
         ``term_offsets``, ``rows``, ``tfs`` over all the old terms (some may
         now be empty) and ``df`` (int64, postings per term).
     """
-    term_offsets, rows, tfs, keep = _frozen(term_offsets, rows, tfs, keep)
+    term_offsets, rows, tfs, keep = frozen(term_offsets, rows, tfs, keep)
     n_terms = term_offsets.size - 1
     counts = np.empty(n_terms, dtype=np.int64)
     _count_kept(term_offsets, rows, keep, counts)
     new_offsets = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(counts, out=new_offsets[1:])
-    (new_row,) = _frozen((np.cumsum(keep, dtype=np.int64) - 1).astype(np.int32))
+    (new_row,) = frozen((np.cumsum(keep, dtype=np.int64) - 1).astype(np.int32))
     out_rows = np.empty(int(new_offsets[-1]), dtype=np.int32)
     out_tfs = np.empty(int(new_offsets[-1]), dtype=np.int32)
     _write_kept(term_offsets, rows, tfs, keep, new_row, new_offsets, out_rows, out_tfs)
@@ -753,7 +739,7 @@ def search(
         Their scores, padded with ``-inf``.
     """
     arrays = (term_offsets, rows, impacts, idf, max_impact, vocab, q_hashes, q_offsets, mask)
-    term_offsets, rows, impacts, idf, max_impact, vocab, q_hashes, q_offsets, mask = _frozen(
+    term_offsets, rows, impacts, idf, max_impact, vocab, q_hashes, q_offsets, mask = frozen(
         *arrays
     )
     m = q_offsets.size - 1
@@ -778,7 +764,7 @@ def warmup() -> None:
     """Compile every kernel of this module (serial and parallel search, with and without a mask).
 
     The drivers hand every input to the kernels read-only (see
-    :func:`_frozen`), so one signature per kernel serves freshly built and
+    :func:`~._jit.frozen`), so one signature per kernel serves freshly built and
     memory-mapped indexes alike.
     """
     hashes = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)

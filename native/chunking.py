@@ -38,9 +38,9 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import kernel, parallel_kernel
+from ._jit import kernel, parallel_kernel, readonly
 
-__all__ = ["byte_classes", "chunk_utf8", "join_windows", "readonly", "warmup"]
+__all__ = ["byte_classes", "chunk_utf8", "join_windows", "warmup"]
 
 # Byte classes (see ``byte_classes``).
 _OTHER = 0
@@ -615,13 +615,6 @@ def chunk_utf8(
     return chunk_doc, chunk_ord, chunk_start, chunk_end, text_offsets, text_data
 
 
-def readonly(a: np.ndarray) -> np.ndarray:
-    """``a`` itself if read-only, else a read-only view of it (no copy)."""
-    if not a.flags.writeable:
-        return a
-    view = a.view()
-    view.flags.writeable = False
-    return view
 
 
 def warmup() -> None:

@@ -38,7 +38,7 @@ import contextlib
 import numpy as np
 from numba import config, prange
 
-from ._jit import kernel, parallel_kernel
+from ._jit import frozen, kernel, parallel_kernel
 
 __all__ = [
     "CJK",
@@ -80,20 +80,6 @@ KIND_CJK = 2
 """``kinds`` value of a CJK token (``1`` is a word)."""
 
 
-def _frozen(*arrays: np.ndarray) -> list[np.ndarray]:
-    """Read-only views of the arrays (no copy).
-
-    Drivers pass every input to the kernels read-only, so each kernel has one
-    compiled signature whether the caller's arrays are writable (fresh) or
-    read-only (Arrow buffers, memory-mapped files): half the compile time.
-    """
-    out = []
-    for a in arrays:
-        if a.flags.writeable:
-            a = a.view()
-            a.flags.writeable = False
-        out.append(a)
-    return out
 
 
 @kernel(inline="always")
@@ -410,7 +396,7 @@ def distinct_hashes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse : int64[keys.size]
         ``distinct[inverse] == keys``.
     """
-    (keys,) = _frozen(keys)
+    (keys,) = frozen(keys)
     with _wrapping():
         first_seen, inverse = _distinct_pass(keys)
     order = np.argsort(first_seen)
@@ -491,7 +477,7 @@ def distinct_words(
         For every word token the index of its hash in ``distinct``; -1 for
         the other tokens.
     """
-    hashes, kinds = _frozen(hashes, kinds)
+    hashes, kinds = frozen(hashes, kinds)
     with _wrapping():
         return _distinct_words_pass(hashes, kinds)
 
@@ -521,7 +507,7 @@ def replace_words(hashes: np.ndarray, inverse: np.ndarray, values: np.ndarray) -
     uint64[hashes.size]
         The new hashes.
     """
-    hashes, inverse, values = _frozen(hashes, inverse, values)
+    hashes, inverse, values = frozen(hashes, inverse, values)
     out = np.empty(hashes.size, dtype=np.uint64)
     _replace_words_pass(hashes, inverse, values, out)
     return out
@@ -584,7 +570,7 @@ def tokenize_utf8(
         ``1`` for a word, ``2`` for a CJK unigram or bigram (only when
         ``spans``; else empty).
     """
-    data, offsets, classes, fold, stop = _frozen(data, offsets, classes, fold, stop)
+    data, offsets, classes, fold, stop = frozen(data, offsets, classes, fold, stop)
     n = offsets.size - 1
     if parallel is None:
         parallel = n > 1 and offsets[-1] - offsets[0] >= PARALLEL_MIN_BYTES
@@ -626,7 +612,7 @@ def hash_strings(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         The hashes; equal to the token hash of a token whose folded text is
         the string.
     """
-    data, offsets = _frozen(data, offsets)
+    data, offsets = frozen(data, offsets)
     out = np.empty(offsets.size - 1, dtype=np.uint64)
     with _wrapping():
         _hash_pass(data, offsets, out)
@@ -637,7 +623,7 @@ def warmup() -> None:
     """Compile every kernel of this module (serial and parallel passes, with spans).
 
     The drivers hand every input to the kernels read-only (see
-    :func:`_frozen`), so one signature per kernel serves writable and
+    :func:`~._jit.frozen`), so one signature per kernel serves writable and
     read-only (Arrow, memory-mapped) inputs alike.
     """
     raw = np.frombuffer("Ab, c\u00e9 \u4e2d\u6587 x".encode(), dtype=np.uint8)
