@@ -52,16 +52,25 @@ class BatchProgress:
 
 @dataclass(frozen=True, slots=True)
 class BatchSummary:
-    """What a batch run did."""
+    """What a batch run did (``cited``: answers that cite a retrieved chunk)."""
 
     questions: int
     answered: int
     found: int
-    not_found: int
     errors: int
     skipped: int
     seconds: float
-    cited_share: float
+    cited: int
+
+    @property
+    def not_found(self) -> int:
+        """Answers saying the knowledge base does not hold the answer."""
+        return self.answered - self.found
+
+    @property
+    def cited_share(self) -> float:
+        """The operational hit rate: the share of answers that cite a retrieved chunk."""
+        return self.cited / self.answered if self.answered else 0.0
 
     @property
     def questions_per_second(self) -> float:
@@ -277,9 +286,8 @@ def answer_file(
         questions=seen,
         answered=answered,
         found=found,
-        not_found=answered - found,
         errors=errors,
         skipped=min(skipped, seen),
         seconds=seconds,
-        cited_share=cited / answered if answered else 0.0,
+        cited=cited,
     )

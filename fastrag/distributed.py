@@ -454,9 +454,8 @@ def answer_file_ray(
         questions=total,
         answered=answered,
         found=found,
-        not_found=answered - found,
         errors=errors,
         skipped=skipped,
         seconds=seconds,
-        cited_share=cited / answered if answered else 0.0,
+        cited=cited,
     )
