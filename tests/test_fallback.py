@@ -69,12 +69,11 @@ def test_slow_failing_low_then_good():
         ("good", "answered"),
     ]
     slow_attempt, fail_attempt, low_attempt, good_attempt = result.attempts
-    # the chain moved on at the timeout, not when the 3 s call ended (loose bound: no timing test)
-    assert slow_attempt.seconds < 1.5 and "0.05 s" in slow_attempt.detail
+    assert "0.05 s" in slow_attempt.detail  # it timed out ...
     assert fail_attempt.detail == "RuntimeError: index offline"
     assert low_attempt.detail == "confidence 0.400 below 0.7"
     assert good_attempt.detail == ""
-    assert not slow.finished.is_set()  # abandoned, still running
+    assert not slow.finished.is_set()  # ... and the chain answered before the slow call ended
     assert slow.finished.wait(10)  # ... and it ends by itself
 
 
