@@ -3,7 +3,7 @@
 ``cached_kb(chunks, workdir)`` returns the directory of a saved knowledge
 base of about ``chunks`` chunks (seeded mixed English/Chinese documents,
 ``VocabularyEmbedder(max_features=384)``, 200/40 windows, ``index="hnsw"``
-with the default :class:`~fastrag.hnsw.HnswConfig`), building and saving it
+with the default :class:`~fastrag.index.hnsw.HnswConfig`), building and saving it
 on first use. A 1,000,000-chunk build takes 20-40 minutes on a 2-core
 machine, so it is kept under ``workdir`` (default ``/tmp/fastrag-issue7``)
 and reused; ``build_seconds`` is recorded in ``kb-hnsw-<chunks>.json`` next to it.

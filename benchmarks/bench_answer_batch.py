@@ -184,7 +184,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     The experiment that showed the cost of httpcore's pool scan (every queued
     request against every connection on each request and response,
     O(connections x requests)); fastrag's client now does the same itself
-    (``fastrag.clients.ShardedAsyncTransport``), so ``--shards 0`` measures it.
+    (``fastrag.models.client.ShardedAsyncTransport``), so ``--shards 0`` measures it.
     """
 
     def __init__(self, shards: int, per_shard: int) -> None:

@@ -1,10 +1,10 @@
-"""Batch answering on a local Ray (fastrag.distributed) against the single-process path.
+"""Batch answering on a local Ray (fastrag.batch.distributed) against the single-process path.
 
     python benchmarks/bench_ray.py [--questions 20000] [--actors 2] [--batch-size 256]
 
 Builds the demo knowledge base in a temporary folder, writes a questions file,
-answers it with ``fastrag.batch.answer_file`` and with
-``fastrag.distributed.answer_file_ray`` (starting and stopping a local Ray),
+answers it with ``fastrag.batch.files.answer_file`` and with
+``fastrag.batch.distributed.answer_file_ray`` (starting and stopping a local Ray),
 checks that both give the same rows, and prints the times and the peak
 resident memory of the Ray actors (Linux ``/proc``; includes pages of the
 memory-mapped knowledge base shared with the page cache).
@@ -23,8 +23,8 @@ from pathlib import Path
 from fastrag.datasets import demo_documents
 
 from fastrag import KnowledgeBase
-from fastrag.batch import answer_file
-from fastrag.distributed import answer_file_ray
+from fastrag.batch.distributed import answer_file_ray
+from fastrag.batch.files import answer_file
 
 BASE = ["年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "密码多久更换一次？",
         "How many days do I have to submit an expense report?", "remote work", "lost laptop"]  # fmt: skip

@@ -40,12 +40,12 @@ import numpy as np
 from fastrag.datasets import demo_documents
 
 from fastrag import ExtractiveGenerator, KnowledgeBase, warmup
-from fastrag.audit import audit_digest
-from fastrag.conflicts import detect_conflicts
-from fastrag.context import assemble_context
-from fastrag.pii import Redactor
-from fastrag.stages import StageTimer, clear_caches
-from fastrag.trust import check_faithfulness, confidence, freshness_warnings
+from fastrag.answer.audit import audit_digest
+from fastrag.answer.conflicts import detect_conflicts
+from fastrag.answer.context import assemble_context
+from fastrag.answer.redact import Redactor
+from fastrag.answer.stages import StageTimer, clear_caches
+from fastrag.answer.verify import check_faithfulness, confidence, freshness_warnings
 
 QUESTIONS = [
     "How many days of paid annual leave do employees receive?",

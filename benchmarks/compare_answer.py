@@ -21,7 +21,7 @@ from fastrag.datasets import demo_documents
 from fastrag.datasets.synthetic import mixed_documents
 
 from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
-from fastrag.exact import exact_topk
+from fastrag.index.exact import exact_topk
 
 
 def pct(values: list[float], q: float) -> float:

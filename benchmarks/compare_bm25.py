@@ -39,9 +39,9 @@ from collections.abc import Callable
 import numpy as np
 
 from fastrag import Chunker
-from fastrag._text import encode_utf8
-from fastrag.bm25 import BM25Index
-from fastrag.tokenize import Tokenizer
+from fastrag.index.keyword import BM25Index
+from fastrag.text.tokenize import Tokenizer
+from fastrag.text.utf8 import encode_utf8
 
 
 def timeit(fn: Callable[[], object], repeat: int) -> float:

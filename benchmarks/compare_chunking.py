@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT))  # for tests.naive (the reference) when run from a
 from fastrag._native import chunking as kernels  # noqa: E402
 from fastrag.datasets.synthetic import mixed_texts  # noqa: E402
 
-from fastrag._text import utf8_buffers  # noqa: E402
-from fastrag.chunking import Chunker  # noqa: E402
+from fastrag.text.chunking import Chunker  # noqa: E402
+from fastrag.text.utf8 import utf8_buffers  # noqa: E402
 from tests.naive.chunking import chunk_texts  # noqa: E402
 
 BYTES_PER_CHAR = 1.45  # a little under the mix's ~1.47, so --mb is reached

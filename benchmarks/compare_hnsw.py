@@ -10,7 +10,7 @@ One process, the same clustered vectors (``random_unit_vectors(n + queries,
 dim, seed=0, clusters=...)``; the last rows are the queries, drawn from the
 same mixture). Systems:
 
-- fastrag :class:`~fastrag.hnsw.HnswIndex` (``'ip'`` space, labels 0..n-1);
+- fastrag :class:`~fastrag.index.hnsw.HnswIndex` (``'ip'`` space, labels 0..n-1);
 - raw hnswlib ``knn_query`` on the *same graph object* fastrag wraps, so the
   QPS ratio isolates the wrapper's overhead (two loaded copies of one file
   were measured up to 10 % apart); its build is timed on a graph of its own
@@ -18,7 +18,7 @@ same mixture). Systems:
   with ``--build`` (fresh builds taking turns);
 - faiss ``IndexHNSWFlat`` (METRIC_INNER_PRODUCT, same M, efConstruction,
   efSearch, OpenMP threads = ``--threads``);
-- fastrag :func:`~fastrag.exact.exact_topk` (recall 1 by definition).
+- fastrag :func:`~fastrag.index.exact.exact_topk` (recall 1 by definition).
 
 Reported per ef: build seconds; QPS at batch 1 (a loop of single queries)
 and at ``--batch``; recall@10 against exact search; p50/p99 single-query
@@ -47,8 +47,8 @@ from typing import Any
 import hnswlib
 import numpy as np
 
-from fastrag.exact import exact_topk
-from fastrag.hnsw import (
+from fastrag.index.exact import exact_topk
+from fastrag.index.hnsw import (
     HnswConfig,
     HnswIndex,
     _check_labels,

@@ -12,7 +12,7 @@ configuration of each batch size, which the "vs faiss" column divides by):
   ``distance_compute_blas_threshold`` in ``--faiss-thresholds`` (faiss 1.15
   compares it with ``batch * dim``, default 128000; older releases compared
   it with ``batch``, default 20);
-- fastrag :func:`~fastrag.exact.exact_topk` at each thread count.
+- fastrag :func:`~fastrag.index.exact.exact_topk` at each thread count.
 
 Limits, measured in the same rounds as the systems (the machine is shared
 and noisy, so every round runs every configuration once, limits included,
@@ -45,7 +45,7 @@ from fastrag._native._jit import parallel_kernel
 from threadpoolctl import threadpool_limits
 
 from fastrag._threads import threads as numba_threads
-from fastrag.exact import BLAS_MIN_BATCH, exact_topk
+from fastrag.index.exact import BLAS_MIN_BATCH, exact_topk
 
 try:
     from fastrag.datasets.synthetic import random_unit_vectors

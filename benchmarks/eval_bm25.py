@@ -18,8 +18,8 @@ import numpy as np
 from fastrag.datasets.beir import evaluate, load_beir
 
 from fastrag import Chunker
-from fastrag.bm25 import BM25Index
-from fastrag.tokenize import Tokenizer
+from fastrag.index.keyword import BM25Index
+from fastrag.text.tokenize import Tokenizer
 
 
 def mrr_at_k(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:

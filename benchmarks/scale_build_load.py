@@ -28,7 +28,7 @@ import orjson
 CHILD_BUILD = r"""
 import json, resource, sys, time
 from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
-from fastrag.sources import read_jsonl
+from fastrag.store.sources import read_jsonl
 corpus, out, threads, builds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 warmup()
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

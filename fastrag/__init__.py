@@ -25,11 +25,12 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - a packaging mistake, n
         "installed copy. Install it (pip install . or pip install -e .) or run from another "
         "directory."
     ) from _exc
-from .answering import AnswerOptions
-from .chunking import Chunker
-from .clients import OpenAIChatGenerator, OpenAIEmbedder
+from .answer.fallback import FallbackChain, Level
+from .answer.generate import ExtractiveGenerator, Generator
+from .answer.pipeline import AnswerOptions
+from .answer.redact import Redactor
 from .config import ClientConfig
-from .embedding import Embedder, VocabularyEmbedder
+from .embed.vocabulary import Embedder, VocabularyEmbedder
 from .errors import (
     AuthenticationError,
     ConfigError,
@@ -55,17 +56,16 @@ from .errors import (
     StoreVersionError,
     StructuredOutputError,
 )
-from .fallback import FallbackChain, Level
-from .filters import Principal
-from .generation import ExtractiveGenerator, Generator
-from .hnsw import HnswConfig
-from .pii import Redactor
-from .pipeline import BuildProgress, KnowledgeBase
-from .rerank import LLMReranker
-from .retrieval import RetrievalConfig
-from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
-from .snapshots import SnapshotInfo
-from .tokenize import Tokenizer
+from .index.hnsw import HnswConfig
+from .kb import BuildProgress, KnowledgeBase
+from .models.client import OpenAIChatGenerator, OpenAIEmbedder
+from .retrieve.filters import Principal
+from .retrieve.options import RetrievalConfig
+from .retrieve.rerank import LLMReranker
+from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
+from .store.snapshots import SnapshotInfo
+from .text.chunking import Chunker
+from .text.tokenize import Tokenizer
 from .types import Answer, Document, Generation, Hit
 from .warmup import warmup
 

@@ -18,12 +18,12 @@ from typing import Any
 import orjson
 
 from . import __version__
-from .batch import BatchProgress, answer_file
+from .batch.files import BatchProgress, answer_file
 from .datasets import demo_documents
-from .embedding import DEFAULT_MAX_FEATURES, VocabularyEmbedder
+from .embed.vocabulary import DEFAULT_MAX_FEATURES, VocabularyEmbedder
 from .errors import FastragError
-from .pipeline import BuildProgress, KnowledgeBase
-from .sources import iter_documents, read_questions
+from .kb import BuildProgress, KnowledgeBase
+from .store.sources import iter_documents, read_questions
 from .types import Answer, Hit
 from .warmup import warmup
 
@@ -114,7 +114,7 @@ def _print_answer(ans: Answer) -> None:
 def cmd_index(args: argparse.Namespace) -> int:
     failures = _Failures()
     if args.embedder == "openai":
-        from .clients import OpenAIEmbedder
+        from .models.client import OpenAIEmbedder
 
         embedder: Any = OpenAIEmbedder()
     else:
@@ -146,7 +146,7 @@ def _generator(args: argparse.Namespace) -> Any:
     """``--llm``: the OpenAI-compatible chat model configured by FASTRAG_* variables."""
     if not getattr(args, "llm", False):
         return None
-    from .clients import OpenAIChatGenerator
+    from .models.client import OpenAIChatGenerator
 
     return OpenAIChatGenerator()
 
@@ -165,7 +165,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     if args.engine == "ray":
-        from .distributed import answer_file_ray
+        from .batch.distributed import answer_file_ray
 
         summary = answer_file_ray(
             args.kb, args.questions, args.out, address=args.address, k=args.k,
@@ -234,7 +234,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate_beir
+    from .batch.evaluation import evaluate_beir
 
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     print(f"indexing {args.dataset} ({args.window}/{args.overlap} windows) ...", file=sys.stderr)

@@ -237,5 +237,5 @@ class StructuredOutputError(GenerationError):
 class StageTimeoutError(FastragError, TimeoutError):
     """A stage run with a deadline (an LLM judge, a fallback level) did not finish in time.
 
-    The call is abandoned, not stopped; see :func:`fastrag.stages.call_with_timeout`.
+    The call is abandoned, not stopped; see :func:`fastrag.answer.stages.call_with_timeout`.
     """

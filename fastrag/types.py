@@ -57,7 +57,7 @@ class Hit:
         document's other metadata fields.
     relevance : float or None
         How well the chunk matches, in ``[0, 1]`` whatever the mode (see
-        :mod:`fastrag.retrieval`); used for thresholds and confidence.
+        :mod:`fastrag.retrieve.options`); used for thresholds and confidence.
     """
 
     chunk_id: int
@@ -174,7 +174,7 @@ class Answer:
         PII found and redacted from model-bound text, counted by type.
     audit_digest : str
         SHA-256 over the question, snapshot, cited chunks, prompt and answer
-        (recompute it with :func:`fastrag.audit.verify_answer`).
+        (recompute it with :func:`fastrag.answer.audit.verify_answer`).
     snapshot : str or None
         The knowledge-base snapshot the answer was drawn from (None for a
         knowledge base never saved).

@@ -17,8 +17,8 @@ from fastrag import (
     Hit,
     KnowledgeBase,
 )
-from fastrag.generation import coverage, question_terms
-from fastrag.prompt import (
+from fastrag.answer.generate import coverage, question_terms
+from fastrag.answer.prompt import (
     NOT_FOUND_EN,
     NOT_FOUND_ZH,
     SYSTEM_PROMPT,
@@ -187,7 +187,7 @@ def test_exports():
 
 
 def test_generate_all_threads_for_plain_callables_keep_order():
-    from fastrag.concurrent import RateLimiter, generate_all
+    from fastrag.models.concurrency import RateLimiter, generate_all
 
     seen = []
 

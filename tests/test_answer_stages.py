@@ -13,7 +13,7 @@ from openai_server import CHAT, OpenAIServer
 
 import fastrag
 from fastrag import ClientConfig, KnowledgeBase, OpenAIChatGenerator
-from fastrag.audit import verify_answer
+from fastrag.answer.audit import verify_answer
 from fastrag.errors import ConfigError
 from fastrag.types import Generation
 
@@ -271,7 +271,7 @@ def test_the_llm_judge_reads_redacted_text_only(server):
 
     with _gen(server) as chat:
         ans = kb.answer("Who handles expense reports at the finance desk?", k=2,
-                        generator=quoting, judge=fastrag.trust.LLMJudge(chat))  # fmt: skip
+                        generator=quoting, judge=fastrag.answer.verify.LLMJudge(chat))  # fmt: skip
     (request,) = server.requests_to(CHAT)
     assert "finance.desk@example.com" not in str(request.body) and "[EMAIL]" in str(request.body)
     assert ans.faithfulness == 0.5
@@ -287,7 +287,7 @@ def test_an_llm_conflict_check_reads_redacted_hits(server):
         '"values": [15, 10]}]}'
     )
     with _gen(server) as chat:
-        check = fastrag.conflicts.LLMConflictCheck(chat)
+        check = fastrag.answer.conflicts.LLMConflictCheck(chat)
         ans = kb.answer("Within how many days must expense reports be filed?", k=2,
                         detect_conflicts=check)  # fmt: skip
     (request,) = server.requests_to(CHAT)

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from fastrag.audit import AUDIT_FORMAT, audit_digest, audit_record, verify_digest
+from fastrag.answer.audit import AUDIT_FORMAT, audit_digest, audit_record, verify_digest
 from fastrag.errors import ConfigError
 
 ARGS = (
@@ -76,7 +76,7 @@ def test_numpy_chunk_ids_and_tuples_are_accepted():
 
 def test_stable_across_processes(tmp_path):
     code = (
-        "import sys, json; from fastrag.audit import audit_digest;"
+        "import sys, json; from fastrag.answer.audit import audit_digest;"
         "a = json.loads(sys.argv[1]); a[2] = [tuple(x) for x in a[2]];"
         "print(audit_digest(*a))"
     )

@@ -7,7 +7,7 @@ import pytest
 from fastrag.datasets import demo_documents
 
 from fastrag import KnowledgeBase, StoreError
-from fastrag.batch import answer_file
+from fastrag.batch.files import answer_file
 
 QUESTIONS = [
     "年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "", "密码多久更换一次？",
@@ -38,7 +38,7 @@ class Crash(BaseException):
 
 
 def _crashing_after(n_questions):
-    from fastrag.generation import ExtractiveGenerator
+    from fastrag.answer.generate import ExtractiveGenerator
 
     inner = ExtractiveGenerator()
     seen = []

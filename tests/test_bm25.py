@@ -13,9 +13,9 @@ from naive import bm25 as naive
 from numpy.testing import assert_allclose
 
 from fastrag._threads import max_threads
-from fastrag.bm25 import BM25Index
 from fastrag.errors import ConfigError, DocumentError, StoreCorruptedError
-from fastrag.tokenize import Tokenizer
+from fastrag.index.keyword import BM25Index
+from fastrag.text.tokenize import Tokenizer
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 RTOL, ATOL = 1e-5, 1e-6

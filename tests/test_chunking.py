@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from naive.chunking import WHITESPACE, chunk_text
 
 from fastrag._threads import max_threads, threads
-from fastrag.chunking import Chunker, Chunks
 from fastrag.errors import ConfigError, DocumentError, FastragError
+from fastrag.text.chunking import Chunker, Chunks
 
 ROOT = Path(__file__).resolve().parents[1]
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
@@ -329,7 +329,7 @@ def test_kernels_run_without_the_jit(tmp_path: Path) -> None:
     # shadow the installed package.
     code = textwrap.dedent(
         """
-        from fastrag.chunking import Chunker
+        from fastrag.text.chunking import Chunker
         from naive.chunking import chunk_text
         texts = ["  a  b\\u3000c ", "", "知识 库\\n" * 9, "x" * 70 + " \\u2029 " + "y" * 40]
         got = [c for c in Chunker(window=6, overlap=2).chunk(texts).texts()]

@@ -20,9 +20,9 @@ import pytest
 from openai_server import CHAT, EMBED, OpenAIServer, Reply, embedding_body, hashed_vector
 from openai_server import openai_server as openai_server  # noqa: F401  (fixture)
 
-from fastrag.clients import OpenAIChatGenerator, OpenAIEmbedder, is_not_found, parse_retry_after
+from fastrag.answer.prompt import NOT_FOUND_EN, NOT_FOUND_ZH, SYSTEM_PROMPT
 from fastrag.config import ClientConfig
-from fastrag.embedding import Embedder
+from fastrag.embed.vocabulary import Embedder
 from fastrag.errors import (
     AuthenticationError,
     ConfigError,
@@ -35,7 +35,12 @@ from fastrag.errors import (
     RateLimitError,
     RetryExhaustedError,
 )
-from fastrag.prompt import NOT_FOUND_EN, NOT_FOUND_ZH, SYSTEM_PROMPT
+from fastrag.models.client import (
+    OpenAIChatGenerator,
+    OpenAIEmbedder,
+    is_not_found,
+    parse_retry_after,
+)
 from fastrag.types import Generation, Hit
 
 KEY = "sk-test-FAKE-KEY-0123456789abcdef"
@@ -474,7 +479,7 @@ def test_429_retry_after_is_honoured(
     openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     openai_server.fail(429, retry_after="0.05")
-    caplog.set_level(logging.WARNING, logger="fastrag.clients")
+    caplog.set_level(logging.WARNING, logger="fastrag.models.client")
     with chat_gen(openai_server) as gen:
         out = gen("q?", HITS)
     assert out.found
@@ -624,7 +629,7 @@ def test_transport_errors_map_at_the_boundary() -> None:
 
 
 def test_retry_delays_use_full_jitter_and_retry_after() -> None:
-    from fastrag.clients import _Failure
+    from fastrag.models.client import _Failure
 
     gen = OpenAIChatGenerator(
         config=ClientConfig(
@@ -693,7 +698,7 @@ def test_sharded_async_transport_spreads_requests_over_small_pools():
     import httpx
     from openai_server import OpenAIServer
 
-    from fastrag.clients import ShardedAsyncTransport
+    from fastrag.models.client import ShardedAsyncTransport
 
     with OpenAIServer() as server:
         server.latency = 0.05

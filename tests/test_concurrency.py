@@ -90,7 +90,7 @@ class _AsyncEcho:
 
 
 def test_generate_stream_overlaps_blocks_and_keeps_order():
-    from fastrag.concurrent import generate_stream
+    from fastrag.models.concurrency import generate_stream
 
     events: list[str] = []
     gen = _AsyncEcho(events)
@@ -113,7 +113,7 @@ def test_generate_stream_overlaps_blocks_and_keeps_order():
 
 
 def test_generate_stream_raises_what_preparation_raised():
-    from fastrag.concurrent import generate_stream
+    from fastrag.models.concurrency import generate_stream
 
     def blocks():
         yield [("a", [])]
@@ -127,10 +127,10 @@ def test_streamed_answer_batch_equals_the_serial_one(monkeypatch):
     from fastrag.datasets import demo_documents
     from openai_server import OpenAIServer
 
-    import fastrag.pipeline
+    import fastrag.kb
     from fastrag import ClientConfig, OpenAIChatGenerator
 
-    monkeypatch.setattr(fastrag.pipeline, "_STREAM_BLOCK", 4)  # 9 blocks of 4 (and a last of 2)
+    monkeypatch.setattr(fastrag.kb, "_STREAM_BLOCK", 4)  # 9 blocks of 4 (and a last of 2)
     kb = KnowledgeBase.build(demo_documents())
     base = ["年假怎么申请？", "How many days of annual leave?", "设备丢失后多久内要报告？"]
     questions = [f"{base[i % 3]} #{i}" for i in range(38)]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastrag.conflicts import (
+from fastrag.answer.conflicts import (
     Conflict,
     LLMConflictCheck,
     detect_conflicts,

@@ -4,9 +4,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastrag.context import Context, ContextBlock, assemble_context, estimate_tokens, merge_hits
+from fastrag.answer.context import (
+    Context,
+    ContextBlock,
+    assemble_context,
+    estimate_tokens,
+    merge_hits,
+)
+from fastrag.answer.prompt import build_user_message
 from fastrag.errors import ConfigError
-from fastrag.prompt import build_user_message
 from fastrag.types import Hit
 
 DOC = (

@@ -1,4 +1,4 @@
-"""fastrag.distributed on a local 2-CPU Ray: the same answers as the single-process path."""
+"""fastrag.batch.distributed on a local 2-CPU Ray: the same answers as the single-process path."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from fastrag.datasets import demo_documents
 from openai_server import CHAT, OpenAIServer
 
 from fastrag import ClientConfig, ConfigError, KnowledgeBase, OpenAIChatGenerator, StoreError
-from fastrag.batch import answer_file
-from fastrag.pipeline import ANSWER_BATCH_SCHEMA
+from fastrag.batch.files import answer_file
+from fastrag.kb import ANSWER_BATCH_SCHEMA
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 
-from fastrag.distributed import answer_dataset, answer_file_ray  # noqa: E402
+from fastrag.batch.distributed import answer_dataset, answer_file_ray  # noqa: E402
 
 # Ray Data's own DataContext() sets three fields it deprecates (ray 2.60); nothing we pass.
 pytestmark = [

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from fastrag.answer.fallback import Attempt, ChainResult, FallbackChain, Level
+from fastrag.answer.prompt import NOT_FOUND_EN
 from fastrag.errors import ConfigError, ModelTimeoutError
-from fastrag.fallback import Attempt, ChainResult, FallbackChain, Level
-from fastrag.prompt import NOT_FOUND_EN
 from fastrag.types import Answer
 
 

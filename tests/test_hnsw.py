@@ -13,9 +13,9 @@ from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
 from fastrag import ConfigError, SearchIndexError
-from fastrag import hnsw as hnsw_mod
+from fastrag.index import hnsw as hnsw_mod
 from fastrag._threads import max_threads
-from fastrag.hnsw import (
+from fastrag.index.hnsw import (
     HnswConfig,
     HnswIndex,
     auto_choice,

@@ -23,7 +23,7 @@ from fastrag import (
     VocabularyEmbedder,
 )
 from fastrag.config import FAULT_POINTS
-from fastrag.hnsw import AUTO_MIN_ROWS, HnswConfig
+from fastrag.index.hnsw import AUTO_MIN_ROWS, HnswConfig
 
 
 @pytest.fixture(scope="module")

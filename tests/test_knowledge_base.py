@@ -380,7 +380,7 @@ def test_threads_argument(kb):
 def test_failed_save_keeps_previous_snapshot(kb, tmp_path, monkeypatch):
     import errno
 
-    from fastrag.store import ChunkStore
+    from fastrag.store.chunks import ChunkStore
 
     root = tmp_path / "kb"
     sid = kb.save(root)
@@ -421,7 +421,7 @@ def test_records_equal_arrow_to_pylist(tmp_path):
 
 
 def test_records_of_sliced_segments():
-    from fastrag.store import ChunkStore
+    from fastrag.store.chunks import ChunkStore
 
     docs = [
         {"id": f"d{i}", "text": f"text {i} " * (10 + i), "title": None if i % 2 else f"T{i}",

@@ -14,7 +14,7 @@ from fastrag import (
     OpenAIChatGenerator,
     OpenAIEmbedder,
 )
-from fastrag.prompt import SYSTEM_PROMPT
+from fastrag.answer.prompt import SYSTEM_PROMPT
 
 KEY = "sk-test-0123456789abcdef"
 

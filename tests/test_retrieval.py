@@ -19,8 +19,8 @@ from fastrag import (
     QueryRewriter,
     RetrievalConfig,
 )
-from fastrag.rerank import apply_reranker
-from fastrag.retrieval import fuse
+from fastrag.retrieve.options import fuse
+from fastrag.retrieve.rerank import apply_reranker
 
 MODES = ("vector", "keyword", "hybrid")
 

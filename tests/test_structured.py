@@ -6,8 +6,15 @@ from collections.abc import Iterator
 import pytest
 from openai_server import CHAT, OpenAIServer
 
-import fastrag.structured as structured
-from fastrag.clients import OpenAIChatGenerator
+import fastrag.answer.structured as structured
+from fastrag.answer.generate import ExtractiveGenerator
+from fastrag.answer.structured import (
+    StructuredAnswer,
+    answer_json,
+    builtin_validate,
+    check_schema_support,
+    validate_json,
+)
 from fastrag.config import ClientConfig
 from fastrag.errors import (
     AuthenticationError,
@@ -15,14 +22,7 @@ from fastrag.errors import (
     GenerationError,
     StructuredOutputError,
 )
-from fastrag.generation import ExtractiveGenerator
-from fastrag.structured import (
-    StructuredAnswer,
-    answer_json,
-    builtin_validate,
-    check_schema_support,
-    validate_json,
-)
+from fastrag.models.client import OpenAIChatGenerator
 from fastrag.types import Hit
 
 SCHEMA = {

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from naive import tokenize as naive
 
 from fastrag.errors import ConfigError, DocumentError
-from fastrag.tokenize import ENGLISH_STOPWORDS, Tokenizer, Tokens
+from fastrag.text.tokenize import ENGLISH_STOPWORDS, Tokenizer, Tokens
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 
@@ -187,7 +187,7 @@ def test_parallel_equals_serial(texts):
     raw = np.frombuffer(data, dtype=np.uint8)
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum([len(t.encode()) for t in texts], out=offsets[1:])
-    from fastrag.tokenize import _classes, _fold
+    from fastrag.text.tokenize import _classes, _fold
 
     h, o, *_ = kernels.tokenize_utf8(
         raw, offsets, _classes(), _fold(True), tok._stop_hashes, 0, parallel=True

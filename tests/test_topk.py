@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
-from fastrag import ConfigError, exact
+from fastrag import ConfigError
+from fastrag.index import exact
 from fastrag._threads import max_threads
-from fastrag.exact import exact_topk, merge_topk
+from fastrag.index.exact import exact_topk, merge_topk
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 RTOL, ATOL = 1e-5, 1e-6

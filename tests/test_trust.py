@@ -7,11 +7,10 @@ import time
 
 import pytest
 
-from fastrag.errors import ConfigError, StageTimeoutError
-from fastrag.generation import ExtractiveGenerator
-from fastrag.prompt import NOT_FOUND_EN, NOT_FOUND_ZH
-from fastrag.stages import StageTimer, call_with_timeout
-from fastrag.trust import (
+from fastrag.answer.generate import ExtractiveGenerator
+from fastrag.answer.prompt import NOT_FOUND_EN, NOT_FOUND_ZH
+from fastrag.answer.stages import StageTimer, call_with_timeout
+from fastrag.answer.verify import (
     Faithfulness,
     LLMJudge,
     check_faithfulness,
@@ -19,6 +18,7 @@ from fastrag.trust import (
     freshness_warnings,
     split_sentences,
 )
+from fastrag.errors import ConfigError, StageTimeoutError
 from fastrag.types import Hit
 
 UTC = dt.timezone.utc
@@ -197,7 +197,7 @@ def test_llm_judge_uses_the_model():
     ],
 )
 def test_llm_judge_falls_back_to_the_rules(chat, caplog):
-    with caplog.at_level(logging.INFO, logger="fastrag.trust"):
+    with caplog.at_level(logging.INFO, logger="fastrag.answer.verify"):
         f = LLMJudge(chat.chat)(ANSWER, SOURCES)
     assert f == check_faithfulness(ANSWER, SOURCES)
     assert f.judge == "rules"
@@ -306,7 +306,7 @@ def test_stage_timer_swallows_hook_errors(caplog):
         raise RuntimeError("metrics down")
 
     timer = StageTimer(on_stage=hook)
-    with caplog.at_level(logging.WARNING, logger="fastrag.stages"), timer("audit"):
+    with caplog.at_level(logging.WARNING, logger="fastrag.answer.stages"), timer("audit"):
         pass
     assert "audit" in timer.timings and "metrics down" in caplog.text
 

@@ -1,4 +1,4 @@
-"""BM25: tokenisation, index build and batched search (fastrag.bm25, fastrag.tokenize).
+"""BM25: tokenisation, index build and batched search (fastrag.index.keyword, fastrag.text.tokenize).
 
 Rows are short chunks cut from ``common.texts`` (mixed English/Chinese) by
 ``Chunker(200, 40)``; questions are seeded word/character samples of those
@@ -11,9 +11,9 @@ import numpy as np
 from fastrag._native import bm25 as bm25_kernels
 from fastrag._native import tokenize as tokenize_kernels
 
-from fastrag.bm25 import BM25Index
-from fastrag.chunking import Chunker
-from fastrag.tokenize import Tokenizer
+from fastrag.index.keyword import BM25Index
+from fastrag.text.chunking import Chunker
+from fastrag.text.tokenize import Tokenizer
 
 from .common import texts
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 from fastrag._native import chunking as kernels
 
-from fastrag.chunking import Chunker
+from fastrag.text.chunking import Chunker
 
 from .common import texts
 

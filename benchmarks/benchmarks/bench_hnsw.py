@@ -1,4 +1,4 @@
-"""HNSW (``fastrag.hnsw.HnswIndex``) on clustered 384-d vectors.
+"""HNSW (``fastrag.index.hnsw.HnswIndex``) on clustered 384-d vectors.
 
 Graphs are built once per run in ``setup_cache`` (10k rows: seconds; 100k
 rows: about two minutes on two cores) and loaded from its files by each
@@ -16,8 +16,8 @@ import numpy as np
 from fastrag.datasets.synthetic import random_unit_vectors
 
 from fastrag.errors import SearchIndexError
-from fastrag.exact import exact_topk
-from fastrag.hnsw import HnswConfig, HnswIndex, recall_at_k
+from fastrag.index.exact import exact_topk
+from fastrag.index.hnsw import HnswConfig, HnswIndex, recall_at_k
 
 DIM = 384
 CLUSTERS = 1000

@@ -1,4 +1,4 @@
-"""Exact batched top-k (``fastrag.exact.exact_topk``) on a read-only corpus.
+"""Exact batched top-k (``fastrag.index.exact.exact_topk``) on a read-only corpus.
 
 Batch 1 runs the fused scan (memory-bound), batches 64 and 1024 the blocked
 sgemm path; ``benchmarks/compare_topk.py`` sets these against numpy and faiss.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from fastrag._native import topk as kernels
 
-from fastrag.exact import exact_topk, merge_topk
+from fastrag.index.exact import exact_topk, merge_topk
 
 from .common import unit_vectors
 

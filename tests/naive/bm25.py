@@ -1,4 +1,4 @@
-"""Reference twin of ``fastrag._native.bm25`` and ``fastrag.bm25``.
+"""Reference twin of ``fastrag._native.bm25`` and ``fastrag.index.keyword``.
 
 Obvious rather than fast: Python dictionaries of term counts, Lucene's BM25
 (as bm25s ``method="lucene"``) in float64 for every (query, row) pair, and a

@@ -1,8 +1,8 @@
-"""Reference for :func:`fastrag.generation.question_terms`: one character pair at a time."""
+"""Reference for :func:`fastrag.answer.generate.question_terms`: one character pair at a time."""
 
 from __future__ import annotations
 
-from fastrag.generation import (
+from fastrag.answer.generate import (
     _CJK_CHAR,
     _CJK_RUN,
     _EN_STOP,

@@ -1,4 +1,4 @@
-"""Reference twin of ``fastrag._native.tokenize`` and ``fastrag.tokenize``.
+"""Reference twin of ``fastrag._native.tokenize`` and ``fastrag.text.tokenize``.
 
 Obvious rather than fast: walks the Python string one character at a time
 with ``unicodedata``, and hashes token strings with FNV-1a in Python ints.
@@ -69,7 +69,7 @@ def tokens(
     cjk: str = "unigram+bigram",
     stem=None,
 ) -> list[str]:
-    """Token strings of ``text`` in emission order (see ``fastrag.tokenize``)."""
+    """Token strings of ``text`` in emission order (see ``fastrag.text.tokenize``)."""
     out: list[tuple[str, str]] = []  # (kind, text)
     word: list[str] = []
     run: list[str] = []

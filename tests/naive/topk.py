@@ -1,4 +1,4 @@
-"""Reference twins of ``fastrag._native.topk`` and ``fastrag.exact``.
+"""Reference twins of ``fastrag._native.topk`` and ``fastrag.index.exact``.
 
 Obvious rather than fast: the full score matrix, then a stable sort by
 ``(-score, id)`` with ``np.lexsort``.

@@ -1,0 +1,187 @@
+"""Validation of user documents and their grouping into batches."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..errors import DocumentError
+from ..types import Document
+
+__all__ = ["DocBatch", "RESERVED_FIELDS", "iter_batches", "parse_updated_at"]
+
+RESERVED_FIELDS = ("title", "source", "updated_at", "acl")
+"""Metadata fields with a column of their own; every other field goes to ``metadata``."""
+
+_UTC = _dt.timezone.utc
+
+
+@dataclass(slots=True)
+class DocBatch:
+    """Validated documents, column by column."""
+
+    ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    titles: list[str | None] = field(default_factory=list)
+    sources: list[str | None] = field(default_factory=list)
+    updated_at: list[_dt.datetime | None] = field(default_factory=list)
+    acl: list[list[str] | None] = field(default_factory=list)
+    metadata: list[str | None] = field(default_factory=list)
+    first_index: int = 0
+    text_chars: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def parse_updated_at(value: Any, *, where: str) -> _dt.datetime | None:
+    """Turn an ``updated_at`` value into an aware UTC datetime (or ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime):
+        return value.replace(tzinfo=_UTC) if value.tzinfo is None else value.astimezone(_UTC)
+    if isinstance(value, _dt.date):
+        return _dt.datetime(value.year, value.month, value.day, tzinfo=_UTC)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return _dt.datetime.fromtimestamp(value, tz=_UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise DocumentError(f"{where}: updated_at {value!r} is not a valid epoch time") from exc
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = _dt.datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise DocumentError(
+                f"{where}: updated_at {value!r} is not an ISO-8601 date or time"
+            ) from exc
+        return parse_updated_at(parsed, where=where)
+    raise DocumentError(
+        f"{where}: updated_at must be a datetime, date, ISO-8601 string or epoch seconds, "
+        f"got {type(value).__name__}"
+    )
+
+
+def _optional_str(value: Any, name: str, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise DocumentError(f"{where}: {name} must be a string, got {type(value).__name__}")
+
+
+def _acl(value: Any, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise DocumentError(
+            f"{where}: acl must be a list of principal strings, got {type(value).__name__}"
+        )
+    out = list(value)
+    for p in out:
+        if not isinstance(p, str) or not p:
+            raise DocumentError(f"{where}: acl entries must be non-empty strings, got {p!r}")
+    return out
+
+
+def _split(doc: Any, index: int) -> tuple[str, str, Mapping[str, Any]]:
+    if isinstance(doc, Document):
+        doc_id, text, meta = doc.id, doc.text, (doc.metadata or {})
+    elif isinstance(doc, Mapping):
+        if "id" not in doc:
+            raise DocumentError(f"document at position {index} has no 'id'")
+        if "text" not in doc:
+            raise DocumentError(f"document {doc['id']!r} (position {index}) has no 'text'")
+        doc_id, text = doc["id"], doc["text"]
+        meta = {k: v for k, v in doc.items() if k not in ("id", "text")}
+        nested = meta.pop("metadata", None)
+        if nested is not None:
+            if not isinstance(nested, Mapping):
+                raise DocumentError(
+                    f"document {doc_id!r} (position {index}): metadata must be a mapping"
+                )
+            meta = {**nested, **meta}
+    else:
+        raise DocumentError(
+            f"document at position {index} is a {type(doc).__name__}; expected "
+            "fastrag.Document or a dict with 'id' and 'text'"
+        )
+    if not isinstance(doc_id, str):
+        raise DocumentError(
+            f"document at position {index}: id must be a string, got {type(doc_id).__name__}"
+        )
+    if not doc_id.strip():
+        raise DocumentError(f"document at position {index}: id is empty")
+    if not isinstance(text, str):
+        raise DocumentError(
+            f"document {doc_id!r} (position {index}): text must be a string, "
+            f"got {type(text).__name__}"
+        )
+    if not isinstance(meta, Mapping):
+        raise DocumentError(f"document {doc_id!r} (position {index}): metadata must be a mapping")
+    return doc_id, text, meta
+
+
+def iter_batches(
+    docs: Iterable[Any], *, batch_chars: int = 4 << 20, start_index: int = 0
+) -> Iterator[DocBatch]:
+    """Validate documents and yield them in batches of about ``batch_chars`` characters.
+
+    Parameters
+    ----------
+    docs : iterable
+        ``Document`` objects or dicts with ``id`` and ``text``.
+    batch_chars : int
+        Characters of text per batch (bounds memory while streaming).
+    start_index : int
+        Position of the first document, for error messages.
+
+    Yields
+    ------
+    DocBatch
+        Validated documents. Duplicate ids within the stream raise
+        :class:`~fastrag.errors.DuplicateDocumentError`.
+    """
+    from ..errors import DuplicateDocumentError
+
+    if isinstance(docs, (str, bytes, Mapping, Document)):
+        raise DocumentError(
+            "docs must be an iterable of documents; wrap a single document in a list"
+        )
+    seen: set[str] = set()
+    batch = DocBatch(first_index=start_index)
+    for index, doc in enumerate(docs, start_index):
+        doc_id, text, meta = _split(doc, index)
+        if doc_id in seen:
+            raise DuplicateDocumentError(
+                f"document id {doc_id!r} appears twice (again at position {index})"
+            )
+        seen.add(doc_id)
+        where = f"document {doc_id!r}"
+        batch.ids.append(doc_id)
+        batch.texts.append(text)
+        batch.titles.append(_optional_str(meta.get("title"), "title", where))
+        batch.sources.append(_optional_str(meta.get("source"), "source", where))
+        batch.updated_at.append(parse_updated_at(meta.get("updated_at"), where=where))
+        batch.acl.append(_acl(meta.get("acl"), where))
+        extra = {k: v for k, v in meta.items() if k not in RESERVED_FIELDS}
+        if extra:
+            try:
+                encoded = orjson.dumps(
+                    extra, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+                ).decode()
+            except TypeError as exc:
+                raise DocumentError(f"{where}: metadata is not JSON-serialisable: {exc}") from exc
+            batch.metadata.append(encoded)
+        else:
+            batch.metadata.append(None)
+        batch.text_chars += len(text)
+        if batch.text_chars >= batch_chars:
+            yield batch
+            batch = DocBatch(first_index=index + 1)
+    if batch.ids:
+        yield batch

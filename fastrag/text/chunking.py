@@ -1,0 +1,215 @@
+r"""Cut documents into overlapping character windows.
+
+Every document is first normalised exactly like
+``re.sub(r"\\s+", " ", text).strip()`` (every run of Unicode white space
+becomes one space, and both ends are stripped); then windows of ``window``
+characters are cut from it, each starting ``window - overlap`` characters after
+the previous one, the last ending at the end of the document. A document of at
+most ``window`` characters is one chunk; an empty or all-white-space document
+gives none. Offsets count characters (code points) of the normalised text,
+never bytes.
+
+The work is done by the parallel Numba kernel
+:func:`fastrag._native.chunking.chunk_utf8` over the Arrow ``large_string``
+layout; Python strings are encoded once with pyarrow, and the chunk texts come
+back as Arrow buffers, so :meth:`Chunks.text_array` is zero-copy.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _native  # noqa: F401  (the package must import before its submodules)
+from .._native import chunking as _kernels
+from .._threads import threads as _threads
+from ..errors import ConfigError, DocumentError
+from .utf8 import encode_utf8, utf8_buffers
+
+__all__ = ["Chunker", "Chunks"]
+
+TextsLike = Sequence[str] | pa.Array | pa.ChunkedArray
+"""What :meth:`Chunker.chunk` accepts."""
+
+
+@dataclass(frozen=True, eq=False)
+class Chunks:
+    """The chunks of a batch of documents, as contiguous arrays.
+
+    Row ``i`` is one chunk. The arrays are read-only; the chunk texts are in
+    the Arrow ``large_string`` layout so :meth:`text_array` needs no copy.
+
+    Attributes
+    ----------
+    chunk_doc : numpy.ndarray
+        int64, index of the source document in the batch (non-decreasing).
+    chunk_ord : numpy.ndarray
+        int32, position of the chunk within its document: 0, 1, 2, ...
+    chunk_start, chunk_end : numpy.ndarray
+        int64, character offsets of the chunk into its normalised document.
+    text_offsets : numpy.ndarray
+        int64, ``len(self) + 1`` offsets into ``text_data``, starting at 0.
+    text_data : numpy.ndarray
+        uint8, the UTF-8 bytes of every chunk, one after the other.
+    n_docs : int
+        Number of documents in the batch (including those without chunks).
+    """
+
+    chunk_doc: np.ndarray
+    chunk_ord: np.ndarray
+    chunk_start: np.ndarray
+    chunk_end: np.ndarray
+    text_offsets: np.ndarray
+    text_data: np.ndarray
+    n_docs: int
+
+    def __len__(self) -> int:
+        return int(self.chunk_doc.shape[0])
+
+    def __repr__(self) -> str:
+        return (
+            f"Chunks({len(self)} chunks of {self.n_docs} documents, "
+            f"{int(self.text_offsets[-1])} bytes of text)"
+        )
+
+    def text_array(self) -> pa.LargeStringArray:
+        """Return the chunk texts as a pyarrow ``large_string`` array, without a copy.
+
+        Returns
+        -------
+        pyarrow.LargeStringArray
+            ``len(self)`` strings backed by :attr:`text_offsets` and :attr:`text_data`.
+        """
+        return pa.LargeStringArray.from_buffers(
+            len(self), pa.py_buffer(self.text_offsets), pa.py_buffer(self.text_data)
+        )
+
+    def texts(self) -> list[str]:
+        """Return the chunk texts as Python strings.
+
+        Returns
+        -------
+        list of str
+            One string per chunk, in order.
+        """
+        return self.text_array().to_pylist()
+
+
+@dataclass(frozen=True, slots=True)
+class Chunker:
+    r"""Fixed-size, overlapping character windows over normalised text.
+
+    Parameters
+    ----------
+    window : int, default 200
+        Chunk length in characters (the last chunk of a document may be
+        shorter); at least 1.
+    overlap : int, default 40
+        Characters shared by consecutive chunks of a document;
+        ``0 <= overlap < window``.
+
+    Raises
+    ------
+    ConfigError
+        If ``window`` or ``overlap`` is not an int (``bool`` is refused) or
+        ``window > overlap >= 0`` does not hold.
+
+    Examples
+    --------
+    >>> Chunker(window=4, overlap=1).split("one  two\\n three")
+    ['one ', ' two', 'o th', 'hree']
+    """
+
+    window: int = 200
+    overlap: int = 40
+
+    def __post_init__(self) -> None:
+        window, overlap = self.window, self.overlap
+        for name, value in (("window", window), ("overlap", overlap)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ConfigError(f"{name} must be an int, got {value!r}")
+        # Plain ints from here on (numpy integers are accepted and converted).
+        object.__setattr__(self, "window", int(window))
+        object.__setattr__(self, "overlap", int(overlap))
+        if self.overlap < 0:
+            raise ConfigError(f"overlap must be >= 0, got overlap={self.overlap}")
+        if self.window <= self.overlap:
+            raise ConfigError(
+                "window must be greater than overlap, got "
+                f"window={self.window}, overlap={self.overlap}"
+            )
+
+    def chunk(self, texts: TextsLike, *, threads: int | None = None) -> Chunks:
+        """Chunk a batch of documents.
+
+        Parameters
+        ----------
+        texts : sequence of str, or pyarrow string / large_string array
+            The documents. A pyarrow array (or chunked array) is used without
+            copying its text, and may be a slice.
+        threads : int, optional
+            Numba threads for this call; default: the current setting.
+
+        Returns
+        -------
+        Chunks
+            Every chunk of every document, in document order.
+
+        Raises
+        ------
+        DocumentError
+            If a text is null or not a ``str`` (the message names its index),
+            or cannot be encoded as UTF-8 (a lone surrogate).
+        ConfigError
+            If ``threads`` is invalid.
+        """
+        data, offsets = _as_utf8(texts)
+        with _threads(threads, work=int(offsets[-1] - offsets[0]) * 4):
+            doc, ord_, start, end, text_offsets, text_data = _kernels.chunk_utf8(
+                data, offsets, self.window, self.overlap
+            )
+        for array in (doc, ord_, start, end, text_offsets, text_data):
+            array.flags.writeable = False
+        return Chunks(doc, ord_, start, end, text_offsets, text_data, int(offsets.size - 1))
+
+    def split(self, text: str) -> list[str]:
+        """Return the chunk texts of one document.
+
+        Parameters
+        ----------
+        text : str
+            The document.
+
+        Returns
+        -------
+        list of str
+            Its chunks, in order (empty for an empty or all-white-space text).
+        """
+        return self.chunk([text]).texts()
+
+
+def _as_utf8(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(data uint8, offsets int64)`` for ``texts``, validated."""
+    if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+            raise DocumentError(f"expected an array of strings, got an array of {texts.type}")
+        return utf8_buffers(texts)
+    if isinstance(texts, (str, bytes)):
+        raise DocumentError(
+            f"texts must be a sequence of str, got a single {type(texts).__name__}; "
+            "wrap it in a list or use Chunker.split"
+        )
+    if not isinstance(texts, Sequence):  # an iterator is read once: keep it
+        texts = list(texts)
+    # pyarrow would accept bytes (and None, as null); only str is a document.
+    # One pass in C over the types first; the slow search only on failure.
+    if not all(issubclass(kind, str) for kind in set(map(type, texts))):
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise DocumentError(f"text at index {i} is {type(t).__name__}, not str")
+    return encode_utf8(texts)

@@ -1,0 +1,551 @@
+"""Lexical tokenisation for BM25: words, CJK unigrams and bigrams, as 64-bit hashes.
+
+Rules (the reference twin is ``tests/naive/tokenize.py``):
+
+- **Words.** A word is a maximal run of letters and numbers (Unicode
+  categories ``L*`` and ``N*``) outside the CJK scripts; combining marks
+  (``M*``) belong to the word they follow. Everything else separates words:
+  white space, punctuation (ASCII and CJK: ``。，、！？「」`` ...), symbols,
+  the underscore. Apostrophes and hyphens are separators too: ``don't`` gives
+  ``don`` and ``t``, ``COVID-19`` gives ``covid`` and ``19``, ``cell's`` gives
+  ``cell`` and ``s`` (this reproduces the published BM25 reference figures
+  on SciFact, see ``benchmarks/eval_bm25.py``). Single letters and digits are
+  tokens.
+- **CJK.** In runs of Han, Kana and Hangul characters every character is a
+  token and so is every pair of neighbours: ``年假制度`` gives ``年``,
+  ``假``, ``年假``, ``制``, ``假制``, ``度``, ``制度`` (``cjk="unigram+bigram"``,
+  the default; each character, then the bigram it ends); ``"unigram"``
+  keeps the characters only, ``"bigram"`` the pairs only (a lone character
+  is kept). Chinese never collapses into one token per run. A CJK character
+  ends a word and a letter ends a CJK run:
+  ``iPhone手机`` gives ``iphone``, ``手``, ``机``, ``手机``.
+- **Folding.** Full-width ASCII (U+FF01-U+FF5E) folds to ASCII (``ＡＢＣ１２３``
+  gives ``abc123``), the ideographic space U+3000 is white space, and with
+  ``lowercase=True`` every code point is lower-cased (``str.lower``, where it
+  gives one code point; U+0130 is kept).
+- **Stop words** are dropped after folding (compared with the folded text of
+  every token, words and CJK alike); then words (never CJK tokens) are
+  stemmed when ``stem="porter"``; words of one or two characters are left
+  alone, as in the original Porter algorithm and Lucene (the Snowball
+  version would turn ``s`` into an empty token).
+
+A token is identified by the 64-bit FNV-1a hash of the UTF-8 bytes of its
+final text (after folding, and stemming for stemmed words). Hashing happens
+in the kernel, so no Python dictionary is touched per token; the BM25 index
+maps hashes to dense term ids with a sorted vocabulary. Two different tokens
+collide with probability about ``2**-64`` per pair: with ``V`` distinct terms
+the expected number of colliding pairs is ``V**2 / 2**65`` (``3e-8`` for a
+million terms); a collision merges two terms' postings, nothing worse. None
+was found among 8.8 million distinct tokens (the 172,553 distinct tokens of
+SciFact and CMRC 2018, documents and queries, plus 8.6 million random
+alphanumeric words); ``tests/test_tokenize.py`` checks about 300,000.
+
+Stemming uses PyStemmer's Porter stemmer (the original Porter algorithm, as
+Lucene's ``PorterStemFilter``), an optional dependency. It runs in Python
+once per *distinct* word: the kernel returns every word's source span, the
+distinct word hashes of a batch are looked up in a cache (raw hash -> stem
+hash) and only new words are decoded, stemmed and hashed.
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _native  # noqa: F401  (the package must import before its submodules)
+from .._native import tokenize as _kernels
+from .._threads import threads as _threads
+from ..errors import ConfigError, DocumentError
+from .utf8 import encode_utf8, utf8_buffers
+
+__all__ = ["ENGLISH_STOPWORDS", "Tokenizer", "Tokens"]
+
+ENGLISH_STOPWORDS: tuple[str, ...] = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+    "these", "they", "this", "to", "was", "will", "with",
+)  # fmt: skip
+"""Lucene's (and Anserini's) default English stop words, 33 of them."""
+
+CJK_MODES = {
+    "unigram+bigram": _kernels.CJK_BOTH,
+    "unigram": _kernels.CJK_UNIGRAM,
+    "bigram": _kernels.CJK_BIGRAM,
+}
+STEMMERS = ("porter",)
+
+_CLASS_LIMIT = 0xE01F0  # past the variation selectors supplement; later code points separate
+_FOLD_LIMIT = 0x20000  # every cased letter is below this
+_CJK_RANGES = (
+    (0x1100, 0x1200),  # Hangul Jamo
+    (0x3000, 0x3400),  # CJK symbols (only letters/numbers count: 々 〆 〇), Kana, Bopomofo
+    (0x3400, 0xA000),  # CJK Unified Ideographs and extension A
+    (0xA960, 0xA980),  # Hangul Jamo extended A
+    (0xAC00, 0xD800),  # Hangul syllables, Jamo extended B
+    (0xF900, 0xFB00),  # CJK compatibility ideographs
+    (0xFF66, 0xFFDD),  # half-width Katakana and Hangul
+    (0x1B000, 0x1B170),  # Kana supplement and extensions
+    (0x20000, 0x32400),  # CJK extensions B-H, compatibility supplement
+)
+
+TextsLike = Sequence[str] | pa.Array | pa.ChunkedArray
+
+
+@lru_cache(maxsize=1)
+def _classes() -> np.ndarray:
+    """Class of every code point below ``_CLASS_LIMIT`` (see ``fastrag._native.tokenize``)."""
+    table = np.zeros(_CLASS_LIMIT, dtype=np.uint8)
+    word, cjk, mark = _kernels.WORD, _kernels.CJK, _kernels.MARK
+    kinds = {"L": word, "N": word, "M": mark}
+    for lo, hi in ((0, 0x32400), (0xE0000, _CLASS_LIMIT)):
+        table[lo:hi] = [kinds.get(unicodedata.category(chr(c))[0], 0) for c in range(lo, hi)]
+    for lo, hi in _CJK_RANGES:
+        part = table[lo:hi]
+        part[part == word] = cjk
+    table.flags.writeable = False
+    return table
+
+
+@lru_cache(maxsize=2)
+def _fold(lowercase: bool) -> np.ndarray:
+    """Folded code point of every code point below ``_FOLD_LIMIT``."""
+    table = np.arange(_FOLD_LIMIT, dtype=np.int32)
+    table[0xFF01:0xFF5F] -= 0xFEE0  # full-width ASCII
+    if lowercase:
+        lowered = [chr(c).lower() for c in range(_FOLD_LIMIT)]
+        low = np.array([ord(s) if len(s) == 1 else c for c, s in enumerate(lowered)], np.int32)
+        table = low[table]
+    table.flags.writeable = False
+    return table
+
+
+@lru_cache(maxsize=2)
+def _translation(lowercase: bool) -> dict[int, int]:
+    """``str.translate`` table doing what the fold table does."""
+    fold = _fold(lowercase)
+    changed = np.flatnonzero(fold != np.arange(fold.size))
+    return dict(zip(changed.tolist(), fold[changed].tolist()))
+
+
+def _hash_strings(strings: Sequence[str]) -> np.ndarray:
+    """FNV-1a 64 of the UTF-8 bytes of each string."""
+    data, offsets = encode_utf8(list(strings))
+    return _kernels.hash_strings(data, offsets)
+
+
+def _stemmer(name: str) -> Any:
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError as exc:
+        raise ImportError(
+            f"stem={name!r} needs PyStemmer: pip install PyStemmer "
+            "(or pip install 'fastrag-engine[stem]')"
+        ) from exc
+    return Stemmer.Stemmer(name)
+
+
+@dataclass(frozen=True, eq=False)
+class Tokens:
+    """Token hashes of a batch of texts, in CSR form.
+
+    Attributes
+    ----------
+    hashes : numpy.ndarray
+        uint64, every token's hash, text after text (read-only).
+    offsets : numpy.ndarray
+        int64, ``len(self) + 1`` offsets: text ``i`` has tokens
+        ``hashes[offsets[i]:offsets[i + 1]]``; ``offsets[0] == 0``.
+    """
+
+    hashes: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.offsets.size - 1)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.hashes[self.offsets[i] : self.offsets[i + 1]]
+
+    def __repr__(self) -> str:
+        return f"Tokens({len(self)} texts, {self.hashes.size} tokens)"
+
+    def lengths(self) -> np.ndarray:
+        """Return the number of tokens of every text (int64)."""
+        return np.diff(self.offsets)
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """Turns texts into token hashes for BM25 (rules in the module docstring).
+
+    Parameters
+    ----------
+    lowercase : bool, default True
+        Lower-case every code point.
+    stopwords : "english", sequence of str or None, default "english"
+        Tokens to drop, compared after folding; ``"english"`` is
+        :data:`ENGLISH_STOPWORDS`; ``None`` or an empty sequence keeps all.
+        Kept as a sorted tuple of distinct folded words.
+    stem : {None, "porter"}, default None
+        Stem words (not CJK tokens) with the Porter stemmer (needs PyStemmer).
+    cjk : {"unigram+bigram", "unigram", "bigram"}, default "unigram+bigram"
+        Tokens of CJK runs.
+
+    Raises
+    ------
+    ConfigError
+        On an invalid parameter.
+    ImportError
+        If ``stem="porter"`` and PyStemmer is not installed.
+
+    Examples
+    --------
+    >>> Tokenizer().tokens("Ｔｈｅ年假, don't!")
+    ['年', '假', '年假', 'don', 't']
+    """
+
+    lowercase: bool = True
+    stopwords: Any = "english"
+    stem: str | None = None
+    cjk: str = "unigram+bigram"
+    _stop_hashes: np.ndarray = field(init=False, repr=False, compare=False)
+    _stem_cache: dict[int, int] = field(init=False, repr=False, compare=False)
+    _stem_lock: Any = field(init=False, repr=False, compare=False)
+    _stemmer: Any = field(init=False, repr=False, compare=False)
+    _cjk_mode: int = field(init=False, repr=False, compare=False)
+    _tables: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lowercase, bool):
+            raise ConfigError(f"lowercase must be a bool, got {self.lowercase!r}")
+        stop = self.stopwords
+        if stop is None:
+            words: tuple[str, ...] = ()
+        elif isinstance(stop, str):
+            if stop != "english":
+                raise ConfigError(
+                    f"stopwords must be 'english', a sequence of str or None, got {stop!r}"
+                )
+            words = ENGLISH_STOPWORDS
+        else:
+            if not isinstance(stop, Iterable) or not all(isinstance(w, str) for w in stop):
+                raise ConfigError("stopwords must be 'english', a sequence of str or None")
+            words = tuple(stop)
+        table = _translation(self.lowercase)
+        words = tuple(sorted({w.translate(table) for w in words} - {""}))
+        object.__setattr__(self, "stopwords", words)
+        if self.stem is not None and self.stem not in STEMMERS:
+            raise ConfigError(f"stem must be None or one of {STEMMERS}, got {self.stem!r}")
+        if self.cjk not in CJK_MODES:
+            raise ConfigError(f"cjk must be one of {tuple(CJK_MODES)}, got {self.cjk!r}")
+        stemmer = _stemmer(self.stem) if self.stem is not None else None
+        stop_hashes = np.unique(_hash_strings(words)) if words else np.zeros(0, np.uint64)
+        stop_hashes.flags.writeable = False
+        object.__setattr__(self, "_stop_hashes", stop_hashes)
+        object.__setattr__(self, "_stemmer", stemmer)
+        object.__setattr__(self, "_cjk_mode", CJK_MODES[self.cjk])
+        object.__setattr__(self, "_tables", (_classes(), _fold(self.lowercase)))
+        object.__setattr__(self, "_stem_cache", {})
+        object.__setattr__(self, "_stem_lock", threading.Lock())
+
+    # -- configuration -------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """Return the settings as a JSON-ready dict (see :meth:`from_config`).
+
+        Returns
+        -------
+        dict
+            ``lowercase``, ``stopwords`` (list), ``stem``, ``cjk`` and the
+            hash function's name.
+        """
+        return {
+            "lowercase": self.lowercase,
+            "stopwords": list(self.stopwords),
+            "stem": self.stem,
+            "cjk": self.cjk,
+            "hash": "fnv1a64-utf8",
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Tokenizer:
+        """Rebuild a tokenizer from :meth:`config`.
+
+        Parameters
+        ----------
+        config : dict
+            As returned by :meth:`config`.
+
+        Returns
+        -------
+        Tokenizer
+            An equal tokenizer.
+
+        Raises
+        ------
+        ConfigError
+            If the dict is malformed or names another hash function.
+        """
+        try:
+            if config.get("hash", "fnv1a64-utf8") != "fnv1a64-utf8":
+                raise ConfigError(f"unknown token hash {config['hash']!r}")
+            return cls(
+                lowercase=config["lowercase"],
+                stopwords=config["stopwords"],
+                stem=config["stem"],
+                cjk=config["cjk"],
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"malformed tokenizer config {config!r}") from exc
+
+    # -- tokenisation --------------------------------------------------------
+    def tokenize(self, texts: TextsLike, *, threads: int | None = None) -> Tokens:
+        """Tokenise a batch of texts.
+
+        Parameters
+        ----------
+        texts : sequence of str, or pyarrow string / large_string array
+            The texts (a pyarrow array is read without copying).
+        threads : int, optional
+            Numba threads for this call; default: the current setting.
+
+        Returns
+        -------
+        Tokens
+            The token hashes of every text.
+
+        Raises
+        ------
+        DocumentError
+            If a text is not a string (or is null).
+        """
+        data, offsets = as_utf8(texts)
+        with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
+            return self._tokenize(data, offsets)
+
+    def tokenize_utf8(
+        self, data: np.ndarray, offsets: np.ndarray, *, threads: int | None = None
+    ) -> Tokens:
+        """Tokenise texts in the Arrow layout (UTF-8 bytes plus int64 offsets).
+
+        Parameters
+        ----------
+        data : numpy.ndarray
+            uint8, the UTF-8 bytes (read-only is fine).
+        offsets : numpy.ndarray
+            int64, ``n + 1`` non-decreasing offsets within ``data``.
+        threads : int, optional
+            Numba threads for this call.
+
+        Returns
+        -------
+        Tokens
+            The token hashes of every text.
+        """
+        data, offsets = check_utf8(data, offsets)
+        with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
+            return self._tokenize(data, offsets)
+
+    def _tokenize(self, data: np.ndarray, offsets: np.ndarray) -> Tokens:
+        """Tokenise validated buffers with the current thread setting."""
+        spans = self._stemmer is not None
+        classes, fold = self._tables
+        hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
+            data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=spans
+        )
+        if spans:
+            hashes = self._stem_words(data, hashes, starts, ends, kinds)
+        hashes.flags.writeable = False
+        tok_offsets.flags.writeable = False
+        return Tokens(hashes, tok_offsets)
+
+    def _stem_words(
+        self,
+        data: np.ndarray,
+        hashes: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        kinds: np.ndarray,
+    ) -> np.ndarray:
+        """Replace the hash of every word by the hash of its stem (cached per word)."""
+        distinct, first, inverse = _kernels.distinct_words(hashes, kinds)
+        if distinct.size == 0:
+            return hashes
+        cache = self._stem_cache
+        keys = distinct.tolist()
+        mapped = [cache.get(h) for h in keys]
+        missing = [j for j, m in enumerate(mapped) if m is None]
+        if missing:
+            table = _translation(self.lowercase)
+            pos = first[missing]
+            texts = [
+                data[s:e].tobytes().decode("utf-8", "replace").translate(table)
+                for s, e in zip(starts[pos].tolist(), ends[pos].tolist())
+            ]
+            stems = self._stem(texts)
+            stem_hashes = _hash_strings(stems).tolist()
+            if len(cache) > 2_000_000:  # bound the memory of a long-running service
+                cache.clear()
+            for j, h in zip(missing, stem_hashes):
+                cache[keys[j]] = h
+                mapped[j] = h
+        return _kernels.replace_words(hashes, inverse, np.array(mapped, dtype=np.uint64))
+
+    def _stem(self, words: list[str]) -> list[str]:
+        """Stem words longer than two characters (shorter ones are kept)."""
+        with self._stem_lock:
+            stems = self._stemmer.stemWords(words)
+        return [s if len(w) > 2 and s else w for w, s in zip(words, stems)]
+
+    def tokens(self, text: str) -> list[str]:
+        """Return the tokens of one text as strings (slow; for inspection and comparisons).
+
+        Parameters
+        ----------
+        text : str
+            The text.
+
+        Returns
+        -------
+        list of str
+            Its tokens, folded (and stemmed), in the order the kernel emits
+            them: for CJK, each character, then the bigram it ends.
+        """
+        return self.token_strings([text])[0]
+
+    def token_strings(self, texts: TextsLike) -> list[list[str]]:
+        """Return the tokens of every text as strings (slow; for comparisons).
+
+        Parameters
+        ----------
+        texts : sequence of str, or pyarrow string array
+            The texts.
+
+        Returns
+        -------
+        list of list of str
+            For every text, its token strings; ``hash(token_strings)`` equals
+            :meth:`tokenize` token by token.
+        """
+        data, offsets = as_utf8(texts)
+        data, offsets = check_utf8(data, offsets)
+        _, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
+            data,
+            offsets,
+            _classes(),
+            _fold(self.lowercase),
+            self._stop_hashes,
+            CJK_MODES[self.cjk],
+            spans=True,
+        )
+        table = _translation(self.lowercase)
+        classes = _classes()
+        cjk = _kernels.CJK
+        strings = []
+        for s, e, kind in zip(starts.tolist(), ends.tolist(), kinds.tolist()):
+            text = data[s:e].tobytes().decode("utf-8", "replace")
+            if kind == 1:
+                strings.append(text.translate(table))
+            else:  # drop any combining marks between the characters of a bigram
+                kept = [c for c in text if ord(c) < classes.size and classes[ord(c)] == cjk]
+                strings.append("".join(kept).translate(table))
+        if self._stemmer is not None:
+            words = [i for i, k in enumerate(kinds.tolist()) if k == 1]
+            stems = self._stem([strings[i] for i in words])
+            for i, s in zip(words, stems):
+                strings[i] = s
+        bounds = tok_offsets.tolist()
+        return [strings[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+    def hash(self, tokens: Sequence[str]) -> np.ndarray:
+        """Return the hashes of token strings, taken as they are (no folding, no stemming).
+
+        Parameters
+        ----------
+        tokens : sequence of str
+            Final token texts (as :meth:`token_strings` gives them).
+
+        Returns
+        -------
+        numpy.ndarray
+            uint64, one hash per token.
+        """
+        if isinstance(tokens, str):
+            raise DocumentError("tokens must be a sequence of str, not a single str")
+        return _hash_strings(tokens)
+
+
+def as_utf8(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(data uint8, offsets int64)`` for a sequence of str or a pyarrow array.
+
+    Parameters
+    ----------
+    texts : sequence of str, or pyarrow string / large_string array
+        The texts.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The UTF-8 bytes and ``len(texts) + 1`` offsets.
+
+    Raises
+    ------
+    DocumentError
+        If ``texts`` is a single string, or holds something that is not a str.
+    """
+    if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+            raise DocumentError(f"expected an array of strings, got an array of {texts.type}")
+        return utf8_buffers(texts)
+    if isinstance(texts, (str, bytes)):
+        raise DocumentError(
+            f"texts must be a sequence of str, got a single {type(texts).__name__}; "
+            "wrap it in a list"
+        )
+    if not isinstance(texts, Sequence):
+        texts = list(texts)
+    return encode_utf8(texts)
+
+
+def check_utf8(data: Any, offsets: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate the Arrow string layout: uint8 data, int64 non-decreasing offsets in range.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        uint8, one-dimensional.
+    offsets : numpy.ndarray
+        int64 (or another integer type), one-dimensional, at least one entry.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        C-contiguous ``data`` (uint8) and ``offsets`` (int64).
+
+    Raises
+    ------
+    DocumentError
+        If the arrays are malformed.
+    """
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 1:
+        raise DocumentError("data must be a one-dimensional uint8 array")
+    if (
+        not isinstance(offsets, np.ndarray)
+        or offsets.ndim != 1
+        or offsets.size < 1
+        or offsets.dtype.kind not in "iu"
+    ):
+        raise DocumentError("offsets must be a one-dimensional integer array of n + 1 entries")
+    data = np.ascontiguousarray(data)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if offsets[0] < 0 or offsets[-1] > data.size or np.any(np.diff(offsets) < 0):
+        raise DocumentError(
+            f"offsets must be non-decreasing within [0, {data.size}] (the size of data)"
+        )
+    return data, offsets
