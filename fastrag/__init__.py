@@ -25,12 +25,15 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - a packaging mistake, n
         "installed copy. Install it (pip install . or pip install -e .) or run from another "
         "directory."
     ) from _exc
+from .answer.chat import OpenAIChatGenerator
 from .answer.fallback import FallbackChain, Level
 from .answer.generate import ExtractiveGenerator, Generator
 from .answer.pipeline import AnswerOptions
 from .answer.redact import Redactor
 from .config import ClientConfig
-from .embed.vocabulary import Embedder, VocabularyEmbedder
+from .embed.base import Embedder
+from .embed.openai import OpenAIEmbedder
+from .embed.vocabulary import VocabularyEmbedder
 from .errors import (
     AuthenticationError,
     ConfigError,
@@ -58,7 +61,6 @@ from .errors import (
 )
 from .index.hnsw import HnswConfig
 from .kb import BuildProgress, KnowledgeBase
-from .models.client import OpenAIChatGenerator, OpenAIEmbedder
 from .retrieve.filters import Principal
 from .retrieve.options import RetrievalConfig
 from .retrieve.rerank import LLMReranker

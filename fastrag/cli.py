@@ -114,7 +114,7 @@ def _print_answer(ans: Answer) -> None:
 def cmd_index(args: argparse.Namespace) -> int:
     failures = _Failures()
     if args.embedder == "openai":
-        from .models.client import OpenAIEmbedder
+        from .embed.openai import OpenAIEmbedder
 
         embedder: Any = OpenAIEmbedder()
     else:
@@ -146,7 +146,7 @@ def _generator(args: argparse.Namespace) -> Any:
     """``--llm``: the OpenAI-compatible chat model configured by FASTRAG_* variables."""
     if not getattr(args, "llm", False):
         return None
-    from .models.client import OpenAIChatGenerator
+    from .answer.chat import OpenAIChatGenerator
 
     return OpenAIChatGenerator()
 

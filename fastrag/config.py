@@ -9,8 +9,8 @@ variables (arguments always win):
 =============================  =============================================
 ``FASTRAG_BASE_URL``           server root, e.g. ``https://api.openai.com/v1``
 ``FASTRAG_API_KEY``            bearer token (optional: local servers need none)
-``FASTRAG_CHAT_MODEL``         model of :class:`~fastrag.models.client.OpenAIChatGenerator`
-``FASTRAG_EMBED_MODEL``        model of :class:`~fastrag.models.client.OpenAIEmbedder`
+``FASTRAG_CHAT_MODEL``         model of :class:`~fastrag.answer.chat.OpenAIChatGenerator`
+``FASTRAG_EMBED_MODEL``        model of :class:`~fastrag.embed.openai.OpenAIEmbedder`
 ``FASTRAG_CONNECT_TIMEOUT``    seconds to establish a connection (default 5)
 ``FASTRAG_READ_TIMEOUT``       seconds to wait for each read (default 60)
 ``FASTRAG_MAX_RETRIES``        retries after the first attempt (default 3)

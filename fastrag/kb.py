@@ -23,19 +23,21 @@ from .answer.pipeline import check_options, finish, is_model_bound, prepare
 from .answer.redact import Redactor
 from .answer.stages import StageTimer
 from .answer.structured import answer_json, check_schema_support
-from .embed.vocabulary import (
-    CodepointCounter,
+from .embed.base import (
     Embedder,
-    VocabularyEmbedder,
+    check_embedder,
     check_embedder_matches,
+    document_vectors,
     embedder_from_config,
+    query_vectors,
+    utf8_embedder,
 )
+from .embed.vocabulary import CodepointCounter, VocabularyEmbedder
 from .errors import (
     ConfigError,
     DocumentError,
     DocumentNotFoundError,
     DuplicateDocumentError,
-    EmbedderError,
     StoreCorruptedError,
 )
 from .index.exact import exact_topk
@@ -59,7 +61,7 @@ from .store.snapshots import (
 )
 from .text.chunking import Chunker
 from .text.tokenize import Tokenizer
-from .text.utf8 import encode_utf8, utf8_buffers
+from .text.utf8 import utf8_buffers
 from .types import Answer, Generation, Hit
 
 __all__ = ["ANSWER_BATCH_SCHEMA", "BuildProgress", "KnowledgeBase"]
@@ -245,7 +247,7 @@ class KnowledgeBase:
         index = _check_index(index, allow_auto=True)
         hnsw_config = _hnsw_config(hnsw)
         emb = VocabularyEmbedder() if embedder is None else embedder
-        _check_embedder(emb)
+        check_embedder(emb)
         if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
             raise ConfigError(f"tokenizer must be a fastrag.Tokenizer, got {type(tokenizer).__name__}")
         fit = isinstance(emb, VocabularyEmbedder) and not emb.fitted
@@ -517,7 +519,7 @@ class KnowledgeBase:
         if embedder is None:
             emb = embedder_from_config(manifest["embedder"])
         else:
-            _check_embedder(embedder)
+            check_embedder(embedder)
             check_embedder_matches(manifest["embedder"], embedder)
             emb = embedder
         snap_dir = root / "snapshots" / entry["id"]
@@ -608,10 +610,7 @@ class KnowledgeBase:
         """Embed questions with the knowledge base's embedder: float32 ``(m, dim)``."""
         for i, q in enumerate(questions):
             _check_question(q, f"question {i}")
-        if isinstance(self._embedder, VocabularyEmbedder):
-            data, offsets = encode_utf8(questions)
-            return self._embedder.embed_utf8(data, offsets, threads=threads)
-        return _validated_vectors(self._embedder, list(questions))
+        return query_vectors(self._embedder, questions, threads=threads)
 
     def _segment_masks(
         self, where: Mapping[str, Any] | None, principal: Principal | None
@@ -1505,33 +1504,6 @@ def _check_file(path: Path, info: Mapping[str, Any], verify: bool) -> None:
         raise StoreCorruptedError(f"{path}: SHA-256 checksum mismatch: the file is corrupt")
 
 
-def _check_embedder(embedder: object) -> None:
-    # Checked on the class: reading ``dim`` of an unfitted embedder would raise.
-    cls = type(embedder)
-    if not (
-        callable(getattr(cls, "embed", None))
-        and callable(getattr(cls, "config", None))
-        and hasattr(cls, "dim")
-    ):
-        raise ConfigError(
-            f"embedder must provide embed(texts), dim and config(); got {type(embedder).__name__}"
-        )
-
-
-def _validated_vectors(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    vectors = embedder.embed(texts)
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if vectors.shape != (len(texts), embedder.dim):
-        raise EmbedderError(
-            f"embedder returned shape {vectors.shape}, expected {(len(texts), embedder.dim)}"
-        )
-    if not np.isfinite(vectors).all():
-        raise EmbedderError("embedder returned non-finite values")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    np.divide(vectors, norms, out=vectors, where=norms > 0)
-    return vectors
-
-
 def _chunk_batch(chunker: Chunker, batch: DocBatch, threads: int | None) -> Any:
     """Chunk a batch of documents and drop their raw text (the chunks hold it now)."""
     chunks = chunker.chunk(batch.texts, threads=threads)
@@ -1557,14 +1529,15 @@ def _assemble(
         c = p.chunks
         if len(c) == 0:
             continue
-        if isinstance(embedder, VocabularyEmbedder):
+        kernel = utf8_embedder(embedder)
+        if kernel is not None:
             if vectors is None:
-                vectors = np.empty((n, embedder.dim), dtype=np.float32)
+                vectors = np.empty((n, kernel.dim), dtype=np.float32)
             out = vectors[row : row + len(c)]
-            embedder.embed_utf8(c.text_data, c.text_offsets, out=out, threads=threads)
+            kernel.embed_utf8(c.text_data, c.text_offsets, out=out, threads=threads)
         else:
             # An HTTP embedder may learn its dimension from its first answer.
-            batch_vectors = _validated_vectors(embedder, c.texts())
+            batch_vectors = document_vectors(embedder, c.texts())
             if vectors is None:
                 vectors = np.empty((n, batch_vectors.shape[1]), dtype=np.float32)
             vectors[row : row + len(c)] = batch_vectors

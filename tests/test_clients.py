@@ -20,9 +20,11 @@ import pytest
 from openai_server import CHAT, EMBED, OpenAIServer, Reply, embedding_body, hashed_vector
 from openai_server import openai_server as openai_server  # noqa: F401  (fixture)
 
+from fastrag.answer.chat import OpenAIChatGenerator, is_not_found
 from fastrag.answer.prompt import NOT_FOUND_EN, NOT_FOUND_ZH, SYSTEM_PROMPT
 from fastrag.config import ClientConfig
-from fastrag.embed.vocabulary import Embedder
+from fastrag.embed.base import Embedder
+from fastrag.embed.openai import OpenAIEmbedder
 from fastrag.errors import (
     AuthenticationError,
     ConfigError,
@@ -35,12 +37,7 @@ from fastrag.errors import (
     RateLimitError,
     RetryExhaustedError,
 )
-from fastrag.models.client import (
-    OpenAIChatGenerator,
-    OpenAIEmbedder,
-    is_not_found,
-    parse_retry_after,
-)
+from fastrag.models.client import parse_retry_after
 from fastrag.types import Generation, Hit
 
 KEY = "sk-test-FAKE-KEY-0123456789abcdef"

@@ -14,7 +14,7 @@ from fastrag import (
     NotFittedError,
     VocabularyEmbedder,
 )
-from fastrag.embed.vocabulary import check_embedder_matches, embedder_from_config
+from fastrag.embed.base import check_embedder_matches, embedder_from_config
 
 ALPHABET = st.sampled_from(
     list("abcABCxyz 中文字年假😀🎉é\u212aKkİ\u3000\n\t.,!?")

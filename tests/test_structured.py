@@ -7,6 +7,7 @@ import pytest
 from openai_server import CHAT, OpenAIServer
 
 import fastrag.answer.structured as structured
+from fastrag.answer.chat import OpenAIChatGenerator
 from fastrag.answer.generate import ExtractiveGenerator
 from fastrag.answer.structured import (
     StructuredAnswer,
@@ -22,7 +23,6 @@ from fastrag.errors import (
     GenerationError,
     StructuredOutputError,
 )
-from fastrag.models.client import OpenAIChatGenerator
 from fastrag.types import Hit
 
 SCHEMA = {

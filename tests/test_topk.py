@@ -11,8 +11,8 @@ from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
 from fastrag import ConfigError
-from fastrag.index import exact
 from fastrag._threads import max_threads
+from fastrag.index import exact
 from fastrag.index.exact import exact_topk, merge_topk
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")

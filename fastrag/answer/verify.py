@@ -25,8 +25,8 @@ from typing import Any
 import orjson
 
 from ..errors import ConfigError
-from ..models.client import is_not_found
 from ..types import Hit
+from .chat import is_not_found
 from .prompt import is_chinese
 from .stages import StageHook, StageTimer, call_chat, content_terms
 
@@ -200,7 +200,7 @@ def check_faithfulness(
     found : bool, optional
         Whether the answer claims to answer; ``False`` (a "not found"
         answer) scores 1.0 with nothing to check. By default a not-found
-        answer is recognised with :func:`fastrag.models.client.is_not_found`.
+        answer is recognised with :func:`fastrag.answer.chat.is_not_found`.
     threshold : float, default 0.3
         Least share of a sentence's content terms that its sources must
         contain.

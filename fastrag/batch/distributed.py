@@ -214,7 +214,7 @@ def answer_dataset(
         made absolute here.
     k, mode, generator
         As for :meth:`~fastrag.KnowledgeBase.answer_batch`; ``generator`` is
-        pickled to each actor (e.g. :class:`~fastrag.models.client.OpenAIChatGenerator`;
+        pickled to each actor (e.g. :class:`~fastrag.answer.chat.OpenAIChatGenerator`;
         default the extractive generator).
     batch_size : int
         Questions per :meth:`~fastrag.KnowledgeBase.answer_batch` call.

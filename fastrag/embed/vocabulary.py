@@ -1,10 +1,7 @@
-"""Embedders: turn texts into L2-normalised float32 vectors.
+"""The character-count embedder: counts of a corpus's most frequent characters.
 
-One protocol, :class:`Embedder`: ``embed(texts) -> (n, dim) float32``, a
-``dim`` and a JSON-serialisable ``config()`` that is saved in the knowledge
-base manifest. Indexing and querying must use the same embedder; a knowledge
-base compares configurations and raises :class:`~fastrag.errors.EmbedderMismatchError`
-when they differ.
+Deterministic, offline and fast (a Numba kernel over UTF-8 bytes); good for
+tests and as a passenger of hybrid retrieval, weak for meaning.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
@@ -21,17 +18,10 @@ from .._native import embedding as _kernels
 from .._native._jit import readonly
 from .._threads import resolve_threads
 from .._threads import threads as _threads
-from ..errors import ConfigError, EmbedderError, EmbedderMismatchError, NotFittedError
+from ..errors import ConfigError, EmbedderError, NotFittedError
 from ..text.utf8 import encode_utf8
 
-__all__ = [
-    "DEFAULT_MAX_FEATURES",
-    "CodepointCounter",
-    "Embedder",
-    "VocabularyEmbedder",
-    "check_embedder_matches",
-    "embedder_from_config",
-]
+__all__ = ["DEFAULT_MAX_FEATURES", "CodepointCounter", "VocabularyEmbedder"]
 
 DEFAULT_MAX_FEATURES = 1024
 """Default cap on the vocabulary (columns of a :class:`VocabularyEmbedder`).
@@ -62,24 +52,6 @@ def fold_case(ch: str) -> str:
     """The lower case of ``ch`` when that is one character, else ``ch`` itself."""
     low = ch.lower()
     return low if len(low) == 1 else ch
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """What fastrag needs of an embedder."""
-
-    @property
-    def dim(self) -> int:
-        """Number of columns of every vector."""
-        ...
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Return a float32 ``(len(texts), dim)`` matrix of L2-normalised rows."""
-        ...
-
-    def config(self) -> dict[str, Any]:
-        """Return a JSON-serialisable description, with a ``"type"`` key."""
-        ...
 
 
 class VocabularyEmbedder:
@@ -385,42 +357,3 @@ class CodepointCounter:
     def total(self) -> np.ndarray:
         """The histogram so far: int64 ``(0x110000,)``."""
         return self._hists.sum(axis=0)
-
-
-def embedder_from_config(config: dict[str, Any]) -> Embedder:
-    """Rebuild a saved embedder; embedders that need secrets must be passed in instead."""
-    kind = config.get("type")
-    if kind == "vocabulary":
-        return VocabularyEmbedder.from_config(config)
-    if kind == "openai":
-        from ..models.client import OpenAIEmbedder  # lazy: the HTTP client is not needed otherwise
-
-        # The key is never saved: it comes from FASTRAG_API_KEY (or pass embedder=...).
-        return OpenAIEmbedder.from_config(config)
-    raise EmbedderError(
-        f"the knowledge base was built with a {kind!r} embedder, which cannot be rebuilt "
-        "from the manifest alone: pass embedder=... to KnowledgeBase.load()"
-    )
-
-
-def _comparable(config: dict[str, Any]) -> dict[str, Any]:
-    # The vocabulary itself is represented by its hash; secrets never appear in configs.
-    return {k: v for k, v in config.items() if k != "vocabulary"}
-
-
-def check_embedder_matches(expected: dict[str, Any], embedder: Embedder) -> None:
-    """Raise :class:`EmbedderMismatchError` unless ``embedder`` is configured as ``expected``."""
-    got = _comparable(embedder.config())
-    want = _comparable(expected)
-    # A value the embedder does not know yet (an HTTP embedder's dim before its
-    # first answer) is not a difference; the vectors' shape is checked later.
-    diffs = sorted(
-        k for k in set(got) | set(want) if got.get(k) is not None and got.get(k) != want.get(k)
-    )
-    if diffs:
-        detail = ", ".join(f"{k}: built with {want.get(k)!r}, given {got.get(k)!r}" for k in diffs)
-        raise EmbedderMismatchError(
-            "the embedder differs from the one this knowledge base was built with ("
-            + detail
-            + "); query with the same embedder and vocabulary, or rebuild"
-        )

@@ -1,12 +1,9 @@
-"""Clients of OpenAI-compatible model servers: a chat generator and an embedder.
+"""HTTP clients of OpenAI-compatible model servers: the transport every model call uses.
 
-:class:`OpenAIChatGenerator` answers a question from retrieved hits with the
-grounded prompt of :mod:`fastrag.answer.prompt`; :class:`OpenAIEmbedder` turns texts
-into L2-normalised float32 vectors. Both speak the OpenAI HTTP API
-(``POST {base_url}/chat/completions`` and ``POST {base_url}/embeddings``), so
-they work with OpenAI, Azure-style gateways, vLLM, Ollama, llama.cpp, ...
-
-Both share one HTTP machinery:
+:class:`ModelClient` is the machinery; :class:`ChatClient` speaks
+``POST {base_url}/chat/completions`` (``chat`` / ``achat``), and
+:class:`fastrag.embed.OpenAIEmbedder` speaks ``POST {base_url}/embeddings``
+on top of it. Nothing above this package talks HTTP to a model directly.
 
 - ``httpx.Client`` / ``httpx.AsyncClient``, created lazily, one of each per
   instance, with connect and read timeouts; close them with :meth:`close` /
@@ -40,46 +37,33 @@ import functools
 import json
 import logging
 import random
-import re
 import ssl
 import threading
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
-import numpy as np
 import orjson
 
-from ..answer.prompt import (
-    NOT_FOUND_EN,
-    NOT_FOUND_ZH,
-    build_messages,
-    build_user_message,
-    not_found_message,
-    parse_citations,
-)
-from ..config import ENV_API_KEY, ENV_CHAT_MODEL, ENV_EMBED_MODEL, ClientConfig, mask_url
+from ..config import ENV_API_KEY, ENV_CHAT_MODEL, ClientConfig, mask_url
 from ..errors import (
     AuthenticationError,
     ConfigError,
-    EmbedderError,
-    EmbeddingResponseError,
     ModelError,
     ModelResponseError,
     ModelTimeoutError,
     RateLimitError,
     RetryExhaustedError,
 )
-from ..types import Generation, Hit
 
 __all__ = [
-    "OpenAIChatGenerator",
-    "OpenAIEmbedder",
-    "is_not_found",
+    "ChatClient",
+    "ModelClient",
+    "all_or_cancel",
     "parse_retry_after",
+    "resolve_config",
 ]
 
 _log = logging.getLogger(__name__)
@@ -142,97 +126,6 @@ def parse_retry_after(
     return max(0.0, (when - now).total_seconds())
 
 
-# Not-found detection ---------------------------------------------------------------
-_CANONICAL_NOT_FOUND = (
-    NOT_FOUND_EN,
-    NOT_FOUND_ZH,
-    "The knowledge base does not contain this information.",  # SYSTEM_PROMPT's examples
-    "知识库中没有找到相关信息。",
-)
-_MARKER = re.compile(r"\[\d{1,4}\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
-_EN_SOURCE = (
-    r"(?:knowledge base|passages?|context|documents?|sources?|excerpts?|"
-    r"(?:provided|given|available|supplied) (?:information|text|documents?|passages?|sources?"
-    r"|context|material|excerpts?))"
-)
-_NOT_FOUND_EN_PATTERNS = [
-    rf"\b{_EN_SOURCE}\b[^.!?]*?\b(?:does not|doesn't|do not|don't|did not|didn't|cannot|can't)"
-    r"\s+(?:contain|include|mention|provide|say|specify|state|cover|address|answer|discuss"
-    r"|give|have)\b",
-    r"\b(?:no|not any)\s+(?:relevant |such |specific |further )?(?:information|answer|mention"
-    r"|details?|data)\b[^.!?]*\b(?:knowledge base|passages?|context|provided|available|found)\b",
-    r"\bthere (?:is|was) no (?:relevant |such |specific )?(?:information|answer|mention|data"
-    r"|details?)\s+(?:about|on|regarding|of|in|for|available|provided)\b",
-    rf"\bnot\s+(?:found|mentioned|covered|stated|provided|specified|addressed|available|given)"
-    rf"\s+(?:in|within|by)\s+(?:the\s+|any\s+of\s+the\s+)?{_EN_SOURCE}",
-    r"\b(?:i|we)\s+(?:cannot|can't|could not|couldn't|am unable to|are unable to|was unable to"
-    r"|were unable to|am not able to)\s+(?:find|locate|answer|determine|tell)\b",
-    r"\b(?:unable|not able) to (?:find|locate|answer|determine)\b",
-    r"\b(?:this|the) question cannot be answered\b",
-    r"^(?:i|we) (?:do not|don't) know\b",
-]
-_ZH_SOURCE = r"(?:知识库|资料|文档|文本|上下文|段落|材料|参考信息|所给信息|给出的信息|提供的信息)"
-_NOT_FOUND_ZH_PATTERNS = [
-    rf"{_ZH_SOURCE}[^。！？!?]*?(?:没有|并没有|并未|未|不|无)(?:包含|包括|提及|提到|涉及|找到|给出|说明|记载|相关)",
-    r"(?:没有|未能|未|无法|不能)找到[^。！？!?]{0,12}?(?:信息|答案|内容|资料|说明|记录)",
-    r"找不到[^。！？!?]{0,12}?(?:信息|答案|内容|资料)",
-    r"无法(?:回答|确定|得知|判断|给出答案)",
-    r"(?:没有|无|缺少|缺乏)(?:相关|有关|足够)的?(?:信息|资料|内容|答案|记载|说明)",
-    r"^我?不(?:知道|清楚)",
-]
-_NOT_FOUND_RE = re.compile(
-    "|".join(f"(?:{p})" for p in _NOT_FOUND_EN_PATTERNS + _NOT_FOUND_ZH_PATTERNS),
-    re.IGNORECASE | re.MULTILINE,
-)
-
-
-def _canonical(text: str) -> str:
-    text = _MARKER.sub("", text).lower()
-    return re.sub(r"[\s.。!！]+", "", text)
-
-
-_CANONICAL_SET = frozenset(_canonical(t) for t in _CANONICAL_NOT_FOUND)
-
-
-def is_not_found(text: str) -> bool:
-    """Whether an answer says the knowledge base does not hold the answer.
-
-    Deliberately conservative, so that a real answer is never discarded:
-
-    1. the text equals (ignoring case, white space, final punctuation and
-       ``[n]`` markers) :data:`~fastrag.answer.prompt.NOT_FOUND_EN`,
-       :data:`~fastrag.answer.prompt.NOT_FOUND_ZH` or the phrasings the system
-       prompt suggests; or
-    2. the text cites no passage (no ``[n]`` marker) *and* its first two
-       sentences hold a not-found statement about the knowledge base, e.g.
-       "the passages do not mention ...", "no information ... in the
-       context", "I cannot find/answer ...", "知识库中没有提及……",
-       "没有找到相关信息", "无法回答". Negations that are not about the
-       sources ("leave does not include holidays", "年假不包括病假") do not
-       count.
-
-    An empty answer counts as not found.
-
-    Parameters
-    ----------
-    text : str
-        The model's answer.
-
-    Returns
-    -------
-    bool
-    """
-    stripped = text.strip()
-    if not stripped:
-        return True
-    if _canonical(stripped) in _CANONICAL_SET:
-        return True
-    if _MARKER.search(stripped):
-        return False
-    head = "".join(s for s in _SENTENCE_END.split(stripped, maxsplit=2)[:2])
-    return _NOT_FOUND_RE.search(head) is not None
-
 
 @dataclass(frozen=True)
 class _Failure:
@@ -249,7 +142,7 @@ def _retryable_status(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
 
-def _resolve_config(config: ClientConfig | None, model_env: str, **overrides: Any) -> ClientConfig:
+def resolve_config(config: ClientConfig | None, model_env: str, **overrides: Any) -> ClientConfig:
     if config is None:
         return ClientConfig.from_env(model_env=model_env, **overrides)
     if not isinstance(config, ClientConfig):
@@ -257,7 +150,7 @@ def _resolve_config(config: ClientConfig | None, model_env: str, **overrides: An
     return config.replace(**overrides)
 
 
-async def _all_or_cancel(aws: Iterable[Awaitable[_T]]) -> list[_T]:
+async def all_or_cancel(aws: Iterable[Awaitable[_T]]) -> list[_T]:
     """Run awaitables concurrently; on the first failure cancel the rest and re-raise it."""
     tasks = [asyncio.ensure_future(a) for a in aws]
     if not tasks:
@@ -347,7 +240,7 @@ class ShardedAsyncTransport(httpx.AsyncBaseTransport):
             await pool.aclose()
 
 
-class _ModelClient:
+class ModelClient:
     """Shared HTTP machinery of the OpenAI-compatible clients.
 
     Parameters
@@ -684,16 +577,12 @@ class _ModelClient:
 
 
 # --------------------------------------------------------------------------- chat
-class OpenAIChatGenerator(_ModelClient):
-    """A generator that asks an OpenAI-compatible chat model, grounded in the hits.
+class ChatClient(ModelClient):
+    """A client of ``POST {base_url}/chat/completions``: ``chat`` and ``achat``.
 
-    ``gen(question, hits)`` sends the system prompt
-    (:data:`~fastrag.answer.prompt.SYSTEM_PROMPT`) and the user message of
-    :func:`~fastrag.answer.prompt.build_messages` (【知识库】 with the hits numbered
-    ``[1]``, ``[2]``, ..., then 【问题】 and the question) to
-    ``POST {base_url}/chat/completions`` and returns a
-    :class:`~fastrag.types.Generation`. With no hits the model is not called
-    and the answer is "not found" in the question's language.
+    Rewriters, rerankers, judges and conflict checks take one of these (or
+    any callable of the form of :meth:`chat`); the answer generator,
+    :class:`~fastrag.OpenAIChatGenerator`, is one with the grounded prompt.
 
     Parameters
     ----------
@@ -732,20 +621,6 @@ class OpenAIChatGenerator(_ModelClient):
     ConfigError
         When the base URL or model is missing (the message names the
         variable to set) or a value is invalid.
-
-    Notes
-    -----
-    ``Generation.prompt`` is the user message (the system prompt is always
-    :data:`~fastrag.answer.prompt.SYSTEM_PROMPT`); ``Generation.model`` is the model
-    the server says answered; ``Generation.usage`` its ``usage`` object.
-    ``found`` is decided by :func:`is_not_found`. An empty answer is
-    replaced by the not-found message.
-
-    Examples
-    --------
-    >>> gen = OpenAIChatGenerator("http://127.0.0.1:8000/v1", model="qwen2.5")  # doctest: +SKIP
-    >>> with gen:                                                             # doctest: +SKIP
-    ...     answer = gen("How many days of leave?", hits)
     """
 
     def __init__(
@@ -765,7 +640,7 @@ class OpenAIChatGenerator(_ModelClient):
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        cfg = _resolve_config(
+        cfg = resolve_config(
             config,
             ENV_CHAT_MODEL,
             base_url=base_url,
@@ -798,7 +673,7 @@ class OpenAIChatGenerator(_ModelClient):
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIChatGenerator(model={self.model!r}, "
+            f"{type(self).__name__}(model={self.model!r}, "
             f"base_url={mask_url(self.client_config.base_url)!r}, "
             f"temperature={self.temperature!r}, max_tokens={self.max_tokens!r})"
         )
@@ -903,436 +778,3 @@ class OpenAIChatGenerator(_ModelClient):
         text, usage, _ = self._parse_chat(payload)
         return text, usage
 
-    # -- generator ----------------------------------------------------------------
-    @staticmethod
-    def _check(question: str, hits: Sequence[Hit]) -> list[Hit]:
-        if not isinstance(question, str):
-            raise ConfigError(f"question must be a string, got {type(question).__name__}")
-        hits = list(hits)
-        for i, h in enumerate(hits):
-            if not isinstance(getattr(h, "text", None), str):
-                raise ConfigError(f"hits[{i}] has no text (expected fastrag.Hit objects)")
-        return hits
-
-    @staticmethod
-    def _no_hits(question: str) -> Generation:
-        return Generation(
-            text=not_found_message(question),
-            found=False,
-            citations=(),
-            prompt=build_user_message(question, []),
-            model=None,
-            usage={},
-        )
-
-    @staticmethod
-    def _generation(
-        question: str,
-        hits: Sequence[Hit],
-        prompt: str,
-        text: str,
-        usage: dict[str, Any],
-        model: str,
-    ) -> Generation:
-        text = text.strip()
-        found = not is_not_found(text)
-        if not text:
-            text = not_found_message(question)
-        return Generation(
-            text=text,
-            found=found,
-            citations=parse_citations(text, len(hits)),
-            prompt=prompt,
-            model=model,
-            usage=usage,
-        )
-
-    def generate(self, question: str, hits: Sequence[Hit]) -> Generation:
-        """Answer ``question`` from ``hits`` with the chat model.
-
-        Parameters
-        ----------
-        question : str
-            The question.
-        hits : sequence of Hit
-            Retrieved chunks, most relevant first; shown as ``[1]``, ``[2]``, ...
-
-        Returns
-        -------
-        Generation
-            Text, found flag, citations (within ``1..len(hits)``), the user
-            message as ``prompt``, model and usage.
-
-        Raises
-        ------
-        AuthenticationError, ModelError, ModelResponseError, RetryExhaustedError
-            See the module documentation.
-        """
-        hits = self._check(question, hits)
-        if not hits:
-            return self._no_hits(question)
-        messages = build_messages(question, hits)
-        payload = self._post_json("chat/completions", self._chat_body(messages, {}))
-        text, usage, model = self._parse_chat(payload)
-        return self._generation(question, hits, messages[1]["content"], text, usage, model)
-
-    __call__ = generate
-
-    async def agenerate(self, question: str, hits: Sequence[Hit]) -> Generation:
-        """Async twin of :meth:`generate` (uses this instance's ``httpx.AsyncClient``).
-
-        Parameters
-        ----------
-        question : str
-            The question.
-        hits : sequence of Hit
-            Retrieved chunks, most relevant first.
-
-        Returns
-        -------
-        Generation
-        """
-        hits = self._check(question, hits)
-        if not hits:
-            return self._no_hits(question)
-        messages = build_messages(question, hits)
-        payload = await self._apost_json("chat/completions", self._chat_body(messages, {}))
-        text, usage, model = self._parse_chat(payload)
-        return self._generation(question, hits, messages[1]["content"], text, usage, model)
-
-
-# --------------------------------------------------------------------------- embeddings
-class OpenAIEmbedder(_ModelClient):
-    """An :class:`~fastrag.embed.vocabulary.Embedder` backed by ``POST {base_url}/embeddings``.
-
-    Texts are sent in batches of ``batch_size`` (up to ``max_concurrency``
-    batches in flight); each answer's vectors are put in the order of their
-    ``index`` field, checked (size, finiteness) and L2-normalised. A zero
-    vector stays zero. Empty strings, which OpenAI rejects, are not sent and
-    embed to zero vectors.
-
-    Parameters
-    ----------
-    base_url : str, optional
-        Server root; default ``FASTRAG_BASE_URL``.
-    api_key : str, optional
-        Bearer token; default ``FASTRAG_API_KEY``.
-    model : str, optional
-        Embedding model; default ``FASTRAG_EMBED_MODEL``.
-    dim : int, optional
-        Expected vector size; learnt from the first answer when ``None`` and
-        fixed from then on.
-    batch_size : int, default 256
-        Texts per request.
-    config : ClientConfig, optional
-        Ready connection settings; the other arguments override its fields.
-    timeout : float, optional
-        Read timeout in seconds.
-    connect_timeout : float, optional
-        Connect timeout in seconds.
-    max_retries : int, optional
-        Retries after the first attempt.
-    max_concurrency : int, optional
-        Batches in flight at once.
-    transport : httpx transport, optional
-        Replaces the network, e.g. ``httpx.MockTransport`` in tests.
-    async_transport : httpx.AsyncBaseTransport, optional
-        Transport of the async client, when it differs from ``transport``.
-
-    Raises
-    ------
-    ConfigError
-        When the base URL or model is missing, or a value is invalid.
-    """
-
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        model: str | None = None,
-        *,
-        dim: int | None = None,
-        batch_size: int = 256,
-        config: ClientConfig | None = None,
-        timeout: float | None = None,
-        connect_timeout: float | None = None,
-        max_retries: int | None = None,
-        max_concurrency: int | None = None,
-        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
-        async_transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        cfg = _resolve_config(
-            config,
-            ENV_EMBED_MODEL,
-            base_url=base_url,
-            api_key=api_key,
-            model=model,
-            read_timeout=timeout,
-            connect_timeout=connect_timeout,
-            max_retries=max_retries,
-            max_concurrency=max_concurrency,
-        )
-        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
-            raise ConfigError(f"dim must be a positive int or None, got {dim!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
-        super().__init__(cfg, transport, async_transport)
-        self._dim = dim
-        self.batch_size = batch_size
-
-    # -- Embedder protocol ----------------------------------------------------------
-    @property
-    def model(self) -> str:
-        """The configured model name."""
-        return self.client_config.model
-
-    @property
-    def dim(self) -> int:
-        """Vector size: as given, or learnt from the first answer.
-
-        Raises
-        ------
-        EmbedderError
-            Before the first answer when no ``dim`` was given.
-        """
-        if self._dim is None:
-            raise EmbedderError(
-                "OpenAIEmbedder.dim is not known yet: pass dim=... or embed some text first"
-            )
-        return self._dim
-
-    def config(self) -> dict[str, Any]:
-        """JSON-serialisable description for the manifest (never the API key).
-
-        Returns
-        -------
-        dict
-            ``{"type": "openai", "model", "dim", "base_url"}``.
-        """
-        return {
-            "type": "openai",
-            "model": self.client_config.model,
-            "dim": self._dim,
-            "base_url": mask_url(self.client_config.base_url),
-        }
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> OpenAIEmbedder:
-        """Rebuild an embedder from :meth:`config`; the key comes from ``kwargs`` or the env.
-
-        Parameters
-        ----------
-        config : mapping
-            A dict written by :meth:`config`.
-        **kwargs
-            Constructor arguments (``api_key``, ``base_url``, timeouts, ...);
-            they win over ``config``.
-
-        Returns
-        -------
-        OpenAIEmbedder
-
-        Raises
-        ------
-        EmbedderError
-            When ``config`` does not describe an OpenAI embedder.
-        """
-        if config.get("type") != "openai":
-            raise EmbedderError(
-                f"not an OpenAI embedder configuration: type={config.get('type')!r}"
-            )
-        kwargs.setdefault("base_url", config.get("base_url"))
-        kwargs.setdefault("model", config.get("model"))
-        kwargs.setdefault("dim", config.get("dim"))
-        return cls(**kwargs)
-
-    def __repr__(self) -> str:
-        return (
-            f"OpenAIEmbedder(model={self.model!r}, dim={self._dim!r}, "
-            f"base_url={mask_url(self.client_config.base_url)!r}, batch_size={self.batch_size!r})"
-        )
-
-    # -- embedding ------------------------------------------------------------------
-    @staticmethod
-    def _check_texts(texts: Sequence[str]) -> list[str]:
-        if isinstance(texts, (str, bytes)):
-            raise ConfigError("texts must be a sequence of strings, not a single string")
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ConfigError(f"texts[{i}] must be a string, got {type(t).__name__}")
-        return texts
-
-    def _plan(self, texts: list[str]) -> list[list[int]]:
-        """Batches of positions of the non-empty texts."""
-        todo = [i for i, t in enumerate(texts) if t]
-        size = self.batch_size
-        return [todo[s : s + size] for s in range(0, len(todo), size)]
-
-    def _vectors(self, payload: Mapping[str, Any], rows: list[int]) -> np.ndarray:
-        """Checked, ordered, normalised float32 vectors of one answer for ``rows``."""
-        url = self._url("embeddings")
-        data = payload.get("data")
-        if not isinstance(data, list):
-            err = payload.get("error")
-            extra = f"; it holds an error: {self._payload_error(payload)}" if err else ""
-            raise ModelResponseError(f"POST {url}: the response has no 'data' list{extra}", url=url)
-        m = len(rows)
-        if len(data) != m:
-            raise ModelResponseError(
-                f"POST {url}: the response holds {len(data)} embeddings for {m} inputs", url=url
-            )
-        ordered: list[Any] = [None] * m
-        for pos, item in enumerate(data):
-            if not isinstance(item, Mapping) or "embedding" not in item:
-                raise ModelResponseError(f"POST {url}: data[{pos}] has no 'embedding'", url=url)
-            j = item.get("index", pos)
-            bad_index = isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < m
-            if bad_index or ordered[j] is not None:
-                raise ModelResponseError(
-                    f"POST {url}: data[{pos}] has a missing, repeated or out-of-range 'index' "
-                    f"({j!r}) for a batch of {m}",
-                    url=url,
-                )
-            vector = item["embedding"]
-            if not isinstance(vector, list):
-                raise EmbeddingResponseError(
-                    f"POST {url}: the embedding of input {rows[j]} is a "
-                    f"{type(vector).__name__}, not a list of numbers",
-                    index=rows[j],
-                    url=url,
-                )
-            ordered[j] = vector
-        expected = self._dim if self._dim is not None else len(ordered[0])
-        for j, vector in enumerate(ordered):
-            if len(vector) != expected or not vector:
-                raise EmbeddingResponseError(
-                    f"POST {url}: the embedding of input {rows[j]} has {len(vector)} values, "
-                    f"expected {expected}",
-                    index=rows[j],
-                    url=url,
-                )
-        with np.errstate(all="ignore"):
-            try:
-                matrix = np.array(ordered, dtype=np.float64)
-            except (TypeError, ValueError):
-                matrix = np.full((m, expected), np.nan)
-                for j, vector in enumerate(ordered):
-                    try:
-                        matrix[j] = np.asarray(vector, dtype=np.float64)
-                    except (TypeError, ValueError):
-                        pass  # stays NaN, reported below
-            finite = np.isfinite(matrix.astype(np.float32)).all(axis=1)
-        if not finite.all():
-            j = int(np.flatnonzero(~finite)[0])
-            raise EmbeddingResponseError(
-                f"POST {url}: the embedding of input {rows[j]} holds NaN, infinite or "
-                "non-numeric values",
-                index=rows[j],
-                url=url,
-            )
-        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-        matrix /= np.where(norms > 0, norms, 1.0)[:, None]
-        with self._lock:
-            if self._dim is None:
-                self._dim = expected
-            elif self._dim != expected:  # another thread learnt a different size first
-                raise EmbeddingResponseError(
-                    f"POST {url}: the embedding of input {rows[0]} has {expected} values, "
-                    f"expected {self._dim}",
-                    index=rows[0],
-                    url=url,
-                )
-        return matrix.astype(np.float32)
-
-    def _embed_batch(self, texts: list[str], rows: list[int]) -> np.ndarray:
-        body = {"model": self.client_config.model, "input": [texts[i] for i in rows]}
-        return self._vectors(self._post_json("embeddings", body), rows)
-
-    async def _aembed_batch(self, texts: list[str], rows: list[int]) -> np.ndarray:
-        body = {"model": self.client_config.model, "input": [texts[i] for i in rows]}
-        return self._vectors(await self._apost_json("embeddings", body), rows)
-
-    def _empty(self, n: int) -> np.ndarray:
-        return np.zeros((n, self.dim), dtype=np.float32)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``: a float32 ``(len(texts), dim)`` matrix of L2-normalised rows.
-
-        Parameters
-        ----------
-        texts : sequence of str
-            The texts; empty strings embed to zero vectors without a request.
-
-        Returns
-        -------
-        numpy.ndarray
-            float32, C-contiguous, one row per text, in order.
-
-        Raises
-        ------
-        EmbeddingResponseError
-            When a vector has the wrong size or a non-finite value (the
-            message and ``.index`` name the text's position).
-        EmbedderError
-            When nothing can be sent and ``dim`` is not known.
-        AuthenticationError, ModelError, ModelResponseError, RetryExhaustedError
-            See the module documentation.
-        """
-        texts = self._check_texts(texts)
-        batches = self._plan(texts)
-        if not batches:
-            return self._empty(len(texts))
-        out: np.ndarray | None = None
-        if self._dim is None:  # the first answer fixes dim; the rest can then run in parallel
-            first = self._embed_batch(texts, batches[0])
-            out = self._empty(len(texts))
-            out[batches[0]] = first
-            batches = batches[1:]
-        if out is None:
-            out = self._empty(len(texts))
-        workers = min(self.client_config.max_concurrency, len(batches))
-        if workers <= 1:
-            for rows in batches:
-                out[rows] = self._embed_batch(texts, rows)
-            return out
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastrag-embed") as pool:
-            futures = [pool.submit(self._embed_batch, texts, rows) for rows in batches]
-            try:
-                for rows, future in zip(batches, futures):
-                    out[rows] = future.result()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
-        return out
-
-    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
-        """Async twin of :meth:`embed` (batches run concurrently, up to ``max_concurrency``).
-
-        Parameters
-        ----------
-        texts : sequence of str
-            The texts.
-
-        Returns
-        -------
-        numpy.ndarray
-            float32 ``(len(texts), dim)``, L2-normalised rows.
-        """
-        texts = self._check_texts(texts)
-        batches = self._plan(texts)
-        if not batches:
-            return self._empty(len(texts))
-        out: np.ndarray | None = None
-        if self._dim is None:
-            first = await self._aembed_batch(texts, batches[0])
-            out = self._empty(len(texts))
-            out[batches[0]] = first
-            batches = batches[1:]
-        if out is None:
-            out = self._empty(len(texts))
-        results = await _all_or_cancel(self._aembed_batch(texts, rows) for rows in batches)
-        for rows, vectors in zip(batches, results):
-            out[rows] = vectors
-        return out
