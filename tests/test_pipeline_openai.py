@@ -7,14 +7,10 @@ import pytest
 from fastrag.datasets import demo_documents
 from openai_server import CHAT, EMBED, OpenAIServer
 
-from fastrag import (
-    ClientConfig,
-    EmbedderMismatchError,
-    KnowledgeBase,
-    OpenAIChatGenerator,
-    OpenAIEmbedder,
-)
+from fastrag import KnowledgeBase, OpenAIChatGenerator, OpenAIEmbedder
 from fastrag.answer.prompt import SYSTEM_PROMPT
+from fastrag.config import ClientConfig
+from fastrag.errors import EmbedderMismatchError
 
 KEY = "sk-test-0123456789abcdef"
 

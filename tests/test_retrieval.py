@@ -9,9 +9,9 @@ import pytest
 from fastrag.datasets import demo_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from naive.fusion import fuse
 
 from fastrag import (
-    ConfigError,
     KnowledgeBase,
     LLMReranker,
     LLMRewriter,
@@ -19,7 +19,7 @@ from fastrag import (
     QueryRewriter,
     RetrievalConfig,
 )
-from fastrag.retrieve.options import fuse
+from fastrag.errors import ConfigError
 from fastrag.retrieve.rerank import apply_reranker
 
 MODES = ("vector", "keyword", "hybrid")
@@ -368,7 +368,7 @@ def test_vector_relevance_is_the_clipped_cosine(index):
     q = "How many days of annual leave do employees receive?"
     qv = kb.embed_questions([kb.rewriter(q).text])[0]
     for hit in kb.retrieve(q, k=8, mode="vector"):
-        (row,) = kb._store.rows_of(np.array([hit.chunk_id]))
-        seg, local = kb._store.locate(np.array([row]))
-        v = kb._store.segments[int(seg[0])].vectors[int(local[0])]
+        (row,) = kb._corpus.store.rows_of(np.array([hit.chunk_id]))
+        seg, local = kb._corpus.store.locate(np.array([row]))
+        v = kb._corpus.store.segments[int(seg[0])].vectors[int(local[0])]
         assert hit.relevance == pytest.approx(min(1.0, max(0.0, float(v @ qv))), abs=1e-5)

@@ -16,9 +16,9 @@ from fastrag.answer.verify import (
     check_faithfulness,
     confidence,
     freshness_warnings,
-    split_sentences,
 )
 from fastrag.errors import ConfigError, StageTimeoutError
+from fastrag.text.sentences import split_cited as split_sentences
 from fastrag.types import Hit
 
 UTC = dt.timezone.utc

@@ -25,7 +25,7 @@ Units
 
 Same subject
     The subject of a quantity is the set of content terms (CJK character
-    bigrams and stemmed non-stop words, :func:`fastrag.answer.generate.question_terms`)
+    bigrams and stemmed non-stop words, :func:`fastrag.text.terms.question_terms`)
     of the text before it in its clause: back to the previous ``。！？；，,;:``
     or sentence end, and at most :data:`WINDOW_CHARS` characters; words that
     surround any quantity ("must", "within", "up to", "at least", ...) are
@@ -50,8 +50,8 @@ from typing import Any
 import orjson
 
 from ..errors import ConfigError
+from ..text.terms import question_terms
 from ..types import Hit
-from .generate import question_terms
 from .stages import call_chat, content_terms
 
 __all__ = [
