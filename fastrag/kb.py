@@ -14,9 +14,7 @@ assignment; readers never lock and never see a half-written state.
 
 from __future__ import annotations
 
-import copy
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,18 +31,16 @@ from .embed.base import (
     Embedder,
     check_embedder,
     check_embedder_matches,
-    document_vectors,
     embedder_from_config,
     query_vectors,
-    utf8_embedder,
 )
-from .embed.vocabulary import CodepointCounter, VocabularyEmbedder
-from .errors import ConfigError, DocumentError, DocumentNotFoundError, DuplicateDocumentError
-from .index.exact import ExactIndex
+from .embed.vocabulary import VocabularyEmbedder
+from .errors import ConfigError, DocumentError
 from .index.files import load_indexes, writers
-from .index.graph import COMPACT_GRAPH_SHARE, GraphIndex, build_graph, choose_index
-from .index.hnsw import HnswConfig, HnswIndex
-from .index.keyword import BM25Index
+from .index.hnsw import HnswConfig
+from .retrieve import corpus as corpora
+from .retrieve.corpus import Corpus, make_corpus
+from .retrieve.masks import eligible_rows
 from .retrieve.options import (
     RETRIEVAL_FIELDS,
     RetrievalConfig,
@@ -54,9 +50,9 @@ from .retrieve.options import (
     split_options,
 )
 from .retrieve.quality import verify_index
-from .retrieve.retriever import Corpus, Retriever
+from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, ChunkStore
-from .store.ingest import BuildProgress, Pending, assemble, chunk_batches, keyword_texts
+from .store.ingest import BuildProgress
 from .store.snapshots import (
     SnapshotInfo,
     list_snapshots,
@@ -65,7 +61,7 @@ from .store.snapshots import (
     snapshot_entry,
     write_snapshot,
 )
-from .text.chunking import Chunker, Chunks
+from .text.chunking import Chunker
 from .text.pii import Redactor
 from .text.tokenize import Tokenizer
 from .types import Answer, Hit
@@ -90,32 +86,6 @@ def _hnsw_config(hnsw: HnswConfig | Mapping[str, Any] | None) -> HnswConfig:
     raise ConfigError(f"hnsw must be an HnswConfig or a dict, got {type(hnsw).__name__}")
 
 
-def _live_blocks(store: ChunkStore) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(vectors, chunk ids) of the live rows of every segment."""
-    out = []
-    for s in store.segments:
-        keep = s.alive
-        out.append((s.vectors, s.chunk_ids) if keep is None else (s.vectors[keep], s.chunk_ids[keep]))
-    return out
-
-
-def _corpus(store: ChunkStore, graph: HnswIndex | None, embedder: Any, keyword: Any, docs: Any) -> Corpus:
-    exact = ExactIndex([s.vectors for s in store.segments], store.dim, store.alive_mask())
-    vectors = exact if graph is None else GraphIndex(graph, store.chunk_ids(), exact)
-    return Corpus(store, vectors, embedder, keyword, docs)
-
-
-def _embed_chunks(embedder: Any, threads: int | None) -> Callable[[Chunks, np.ndarray | None], np.ndarray]:
-    kernel = utf8_embedder(embedder)
-
-    def embed(chunks: Chunks, out: np.ndarray | None) -> np.ndarray:
-        if kernel is not None:
-            return kernel.embed_utf8(chunks.text_data, chunks.text_offsets, out=out, threads=threads)  # type: ignore[no-any-return]
-        return document_vectors(embedder, chunks.texts())
-
-    return embed
-
-
 class KnowledgeBase:
     """Chunks, vectors, keyword index and metadata of a document collection, searchable.
 
@@ -123,13 +93,13 @@ class KnowledgeBase:
     """
 
     def __init__(
-        self, corpus: Corpus, *, chunker: Chunker, index: str, graph: HnswIndex | None,
-        hnsw: HnswConfig, auto: dict[str, Any] | None, retrieval: RetrievalConfig | None,
-        rewriter: Any, path: Path | None = None, snapshot: str | None = None,
+        self, corpus: Corpus, *, chunker: Chunker, index: str, hnsw: HnswConfig,
+        auto: dict[str, Any] | None, retrieval: RetrievalConfig | None, rewriter: Any,
+        path: Path | None = None, snapshot: str | None = None,
     ) -> None:  # fmt: skip
         self._corpus = corpus
         self._chunker = chunker
-        self._index, self._graph, self._hnsw, self._auto = index, graph, hnsw, auto
+        self._index, self._hnsw, self._auto = index, hnsw, auto
         self._path, self._snapshot, self._dirty = path, snapshot, path is None
         self._lock = threading.RLock()  # writers take it; readers never do
         self._retriever = Retriever(retrieval, rewriter, Redactor())
@@ -164,56 +134,19 @@ class KnowledgeBase:
         emb = VocabularyEmbedder() if embedder is None else embedder
         check_embedder(emb)
         if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
-            raise ConfigError(f"tokenizer must be a fastrag.Tokenizer, got {type(tokenizer).__name__}")
-        t0 = time.perf_counter()
-        fit = isinstance(emb, VocabularyEmbedder) and not emb.fitted
-        counter = CodepointCounter(threads=threads) if fit else None
-        pending = []
-        for p in chunk_batches(docs, chunker, threads=threads, progress=progress):
-            if counter is not None and p.chunks is not None:
-                counter.add(p.chunks.text_data, 0, int(p.chunks.text_offsets[-1]))
-            pending.append(p)
-        n_docs = sum(len(p.docs) for p in pending)
-        n_chunks = sum(len(p.chunks) for p in pending if p.chunks is not None)
-        if counter is not None:
-            if n_chunks == 0:
-                raise DocumentError(
-                    "no document has any text: cannot fit a vocabulary; pass documents "
-                    "with text or a fitted embedder"
-                )
-            emb.fit_counts(counter.total())  # type: ignore[union-attr]
-        dim = emb.dim if utf8_embedder(emb) is not None else None
-        batch = assemble(pending, _embed_chunks(emb, threads), dim=dim, first_chunk_id=0)
-        del pending, counter
-        store = ChunkStore(batch.schema.field("vector").type.list_size if batch else emb.dim)
-        if batch is not None:
-            store.append(batch)
-        n_bytes = sum(int(s.batch.column("text").buffers()[2].size) if len(s) else 0 for s in store.segments)
-
-        def report(stage: str) -> None:
-            if progress is not None:
-                progress(BuildProgress(stage, n_docs, n_chunks, n_bytes, time.perf_counter() - t0))
-
-        report("index")
-        bm25 = docs_bm25 = None
-        if keyword:
-            tok = tokenizer or Tokenizer(stem="porter")
-            bm25, docs_bm25 = BM25Index(tok), BM25Index(tok)
-            for seg in store.segments:
-                chunks_text, docs_text = keyword_texts(seg.batch, chunker.overlap)
-                bm25.add(*chunks_text, threads=threads)
-                docs_bm25.add(*docs_text, threads=threads)
-        kind, graph, auto = choose_index(_live_blocks(store), store.dim, index, hnsw_config, threads=threads)
-        report("done")
+            raise ConfigError(f"tokenizer must be a fastrag.text.Tokenizer, got {type(tokenizer).__name__}")
+        corpus, kind, auto = corpora.build_corpus(
+            docs, chunker, emb, index=index, hnsw=hnsw_config, tokenizer=tokenizer,
+            keyword=keyword, threads=threads, progress=progress,
+        )  # fmt: skip
         return cls(
-            _corpus(store, graph, emb, bm25, docs_bm25), chunker=chunker, index=kind, graph=graph,
-            hnsw=hnsw_config, auto=auto, retrieval=retrieval, rewriter=rewriter,
+            corpus, chunker=chunker, index=kind, hnsw=hnsw_config, auto=auto,
+            retrieval=retrieval, rewriter=rewriter,
         )  # fmt: skip
 
-    def _publish(self, store: ChunkStore, graph: HnswIndex | None, keyword: Any, docs: Any) -> None:
-        """Make the next corpus current (caller holds the writer lock)."""
-        self._graph = graph
-        self._corpus = _corpus(store, graph, self._corpus.embedder, keyword, docs)
+    def _publish(self, corpus: Corpus) -> None:
+        """Make ``corpus`` current (the caller holds the writer lock)."""
+        self._corpus = corpus
         self._dirty = True
 
     def set_index(
@@ -223,10 +156,9 @@ class KnowledgeBase:
         index = _check_index(index, allow_auto=True)
         config = _hnsw_config(hnsw) if hnsw is not None else self._hnsw
         with self._lock:
-            c = self._corpus
-            kind, graph, auto = choose_index(_live_blocks(c.store), c.store.dim, index, config, threads=threads)
+            corpus, kind, auto = corpora.with_index(self._corpus, index, config, threads=threads)
             self._index, self._hnsw, self._auto = kind, config, auto
-            self._publish(c.store, graph, c.keyword, c.documents)
+            self._publish(corpus)
             return kind
 
     # -- updates ---------------------------------------------------------------
@@ -239,37 +171,10 @@ class KnowledgeBase:
         (delete them first to replace them).
         """
         with self._lock:
-            c = self._corpus
-            stored = c.store.doc_index()
-
-            def fresh(batch: Any) -> None:
-                for doc_id in batch.ids:
-                    if doc_id in stored:
-                        raise DuplicateDocumentError(
-                            f"document id {doc_id!r} is already in the knowledge base; delete it "
-                            "first to replace it"
-                        )
-
-            pending: list[Pending] = list(chunk_batches(docs, self._chunker, threads=threads, seen=fresh))
-            dim = c.store.dim if utf8_embedder(c.embedder) is not None else None
-            batch = assemble(
-                pending, _embed_chunks(c.embedder, threads), dim=dim,
-                first_chunk_id=c.store.next_chunk_id,
-            )  # fmt: skip
-            if batch is None:
-                return 0
-            keyword, docs_index = copy.copy(c.keyword), copy.copy(c.documents)
-            if keyword is not None and docs_index is not None:
-                chunks_text, docs_text = keyword_texts(batch, self._chunker.overlap)
-                keyword.add(*chunks_text, threads=threads)
-                docs_index.add(*docs_text, threads=threads)
-            if self._graph is not None:  # shared with readers: they drop labels they do not hold
-                vectors = np.asarray(batch.column("vector").values).reshape(batch.num_rows, -1)
-                self._graph.add(vectors, batch.column("chunk_id").to_numpy(), threads=threads)
-            store = c.store.copy()
-            store.append(batch)
-            self._publish(store, self._graph, keyword, docs_index)
-            return batch.num_rows
+            corpus, added = corpora.add_documents(self._corpus, docs, self._chunker, threads=threads)
+            if added:
+                self._publish(corpus)
+            return added
 
     def delete(self, doc_ids: str | Iterable[str], *, missing_ok: bool = False) -> int:
         """Delete documents (all their chunks); return the number of chunks deleted.
@@ -283,46 +188,19 @@ class KnowledgeBase:
         for d in ids:
             if not isinstance(d, str):
                 raise DocumentError(f"document ids are strings, got {type(d).__name__}")
-        ids = list(dict.fromkeys(ids))
         with self._lock:
-            c = self._corpus
-            index = c.store.doc_index()
-            missing = [d for d in ids if d not in index]
-            if missing and not missing_ok:
-                shown = ", ".join(map(repr, missing[:5])) + (" ..." if len(missing) > 5 else "")
-                raise DocumentNotFoundError(f"{len(missing)} document id(s) not in the knowledge base: {shown}")
-            present = [d for d in ids if d in index]
-            if not present:
-                return 0
-            store = c.store.copy()
-            if self._graph is not None:
-                rows = np.concatenate([np.arange(index[d].start, index[d].start + index[d].count) for d in present])
-                self._graph.mark_deleted(store.chunk_ids()[rows])
-            killed = store.delete_docs(present)
-            self._publish(store, self._graph, c.keyword, c.documents)
+            corpus, killed = corpora.delete_documents(self._corpus, list(dict.fromkeys(ids)), missing_ok=missing_ok)
+            if killed:
+                self._publish(corpus)
             return killed
 
     def compact(self, *, threads: int | None = None) -> int:
-        """Drop deleted chunks for good; return how many were dropped.
-
-        The keyword indexes are renumbered to match, and the HNSW graph is
-        rebuilt when a fifth or more of it is deleted. Chunk ids do not change.
-        """
+        """Drop deleted chunks for good; return how many were dropped (chunk ids do not change)."""
         with self._lock:
-            c = self._corpus
-            dead = c.store.n_dead
-            if dead == 0:
-                return 0
-            keep = c.store.alive_mask()
-            keep_docs = keep[c.store.doc_starts()[:-1]]
-            store = c.store.compacted()
-            keyword = c.keyword.compact(keep, threads=threads) if c.keyword is not None else None
-            docs = c.documents.compact(keep_docs, threads=threads) if c.documents is not None else None
-            graph = self._graph
-            if graph is not None and graph.n_deleted >= COMPACT_GRAPH_SHARE * max(1, len(graph) + graph.n_deleted):
-                graph = build_graph(_live_blocks(store), store.dim, self._hnsw, capacity=len(store), threads=threads)
-            self._publish(store, graph, keyword, docs)
-            return dead
+            corpus, dropped = corpora.compact(self._corpus, self._hnsw, threads=threads)
+            if dropped:
+                self._publish(corpus)
+            return dropped
 
     # -- persistence -----------------------------------------------------------
     def _header(self) -> dict[str, Any]:
@@ -360,7 +238,7 @@ class KnowledgeBase:
             if store.n_rows and store.n_dead >= compact_share * store.n_rows:
                 self.compact()
             c = self._corpus
-            extras = writers(c.keyword, c.documents, self._graph)
+            extras = writers(c.keyword, c.documents, c.graph)
             sid = write_snapshot(root, c.store, self._header(), keep=keep, overwrite=overwrite, extras=extras)
             self._path, self._snapshot, self._dirty = root, sid, False
             return sid
@@ -399,9 +277,9 @@ class KnowledgeBase:
         )  # fmt: skip
         chunking = manifest["chunking"]
         kb = cls(
-            _corpus(store, graph, emb, keyword, docs),
+            make_corpus(store, emb, graph=graph, keyword=keyword, documents=docs),
             chunker=Chunker(window=int(chunking["window"]), overlap=int(chunking["overlap"])),
-            index=index_info["type"], graph=graph, hnsw=hnsw, auto=index_info.get("auto"),
+            index=index_info["type"], hnsw=hnsw, auto=index_info.get("auto"),
             retrieval=RetrievalConfig.from_dict(manifest.get("retrieval") or {}), rewriter=rewriter,
             path=root, snapshot=entry["id"],
         )  # fmt: skip
@@ -469,8 +347,6 @@ class KnowledgeBase:
         principal: Any = None, threads: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """The vector leg alone: top-``k`` eligible rows and cosines per query vector."""
-        from .retrieve.masks import eligible_rows
-
         c = self._corpus
         mask = eligible_rows(c.store, where, principal)
         return c.vectors.search(query_vectors, min(check_k(k), max(1, c.store.n_rows)), mask=mask, exact=exact, threads=threads)
@@ -680,7 +556,7 @@ class KnowledgeBase:
     def stats(self) -> dict[str, Any]:
         """Sizes and settings: chunks, documents, deletions, bytes, embedder, indexes, path."""
         c = self._corpus
-        store, graph = c.store, self._graph
+        store, graph = c.store, c.graph
         return {
             "chunks": len(store), "documents": store.n_docs, "deleted_chunks": store.n_dead,
             "segments": len(store.segments), "dim": store.dim,

@@ -1,9 +1,10 @@
 """The retrieval layer: questions to ranked rows and hits (see :mod:`.retriever`)."""
 
+from .corpus import Corpus
 from .filters import Principal
 from .options import RetrievalConfig, RetrievalOptions
 from .rerank import LLMReranker
-from .retriever import Corpus, Ranked, Retriever
+from .retriever import Ranked, Retriever
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 
 __all__ = [

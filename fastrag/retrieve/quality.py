@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..index.hnsw import recall_at_k
+from .corpus import Corpus
 from .masks import eligible_rows
-from .retriever import Corpus
 
 __all__ = ["verify_index"]
 

@@ -42,45 +42,17 @@ from .._native import fusion as _fusion_kernels
 from .._threads import threads as _threads
 from ..embed.base import query_vectors
 from ..errors import ConfigError
-from ..index.base import VectorIndex
-from ..index.keyword import BM25Index
-from ..store.chunks import ChunkStore
 from ..text.pii import Redactor
 from ..types import Hit
+from .corpus import Corpus
 from .masks import eligible_rows
 from .options import RetrievalConfig, RetrievalOptions, check_mode, vector_weight_for
 from .rerank import LLMReranker, apply_reranker
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 
-__all__ = ["Corpus", "Ranked", "Retriever", "redacting_chat"]
+__all__ = ["Ranked", "Retriever", "redacting_chat"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, eq=False)
-class Corpus:
-    """One version of what retrieval searches (never changed once built).
-
-    Attributes
-    ----------
-    store : ChunkStore
-        The chunks, their vectors and metadata.
-    vectors : VectorIndex
-        The vector index over the store's rows.
-    embedder : Embedder
-        Embeds the questions (the one the chunks were embedded with).
-    keyword : BM25Index or None
-        Chunk BM25 over the store's rows (needed by ``keyword`` and ``hybrid``).
-    documents : BM25Index or None
-        Document BM25: one row per document instance of the store
-        (:meth:`~fastrag.store.chunks.ChunkStore.row_docs`).
-    """
-
-    store: ChunkStore
-    vectors: VectorIndex
-    embedder: Any
-    keyword: BM25Index | None = None
-    documents: BM25Index | None = None
 
 
 @dataclass(frozen=True, eq=False)
