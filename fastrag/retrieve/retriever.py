@@ -48,7 +48,7 @@ from .corpus import Corpus
 from .masks import eligible_rows
 from .options import RetrievalConfig, RetrievalOptions, check_mode, vector_weight_for
 from .rerank import LLMReranker, apply_reranker
-from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
+from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery, chat_callable
 
 __all__ = ["Ranked", "Retriever", "redacting_chat"]
 
@@ -108,8 +108,7 @@ def redacting_chat(chat: Any, redactor: Redactor) -> Callable[..., Any]:
     callable
         ``chat(messages, **kw) -> (text, usage)`` of the redacted messages.
     """
-    method = getattr(chat, "chat", None)
-    fn = method if callable(method) else chat
+    fn = chat_callable(chat)
 
     def redacted(messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Any:
         clean = [
@@ -391,8 +390,14 @@ class Retriever:
             info.update(hits=int((ranked.rows >= 0).sum()), mode=ranked.mode)
         reranker = self._reranker(options, redact)
         if reranker is not None:
-            with timer("rerank"):
-                hits = [apply_reranker(reranker, q, h) for q, h in zip(questions, hits, strict=True)]
+            with timer("rerank") as info:
+                failures: list[str] = []
+                hits = [
+                    apply_reranker(reranker, q, h, failures)
+                    for q, h in zip(questions, hits, strict=True)
+                ]
+                if failures:
+                    info.update(fallback=failures[0], failed=len(failures))
         return hits, ranked
 
 
