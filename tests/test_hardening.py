@@ -194,3 +194,36 @@ def test_vector_leg_embeds_the_question_as_asked():
         truth_rows, truth_scores = kb.search(kb.embed_questions([q]), 10, exact=True)
         assert [h.chunk_id for h in hits] == kb._corpus.store.chunk_ids()[truth_rows[0]].tolist()
         assert [h.score for h in hits] == pytest.approx(truth_scores[0].tolist(), rel=1e-5)
+
+
+def _luhn_card(prefix: str, length: int) -> str:
+    digits = [int(c) for c in prefix]
+    while len(digits) < length - 1:
+        digits.append(len(digits) % 10)
+    for check in range(10):
+        cand = digits + [check]
+        total = 0
+        for i, d in enumerate(reversed(cand)):
+            if i % 2 == 1:
+                d = d * 2 - 9 if d * 2 > 9 else d * 2
+            total += d
+        if total % 10 == 0:
+            return "".join(map(str, cand))
+    raise AssertionError
+
+
+def test_pii_cut_by_a_window_boundary_never_reaches_the_model(server):
+    card = _luhn_card("6222", 19)
+    head = "Refund policy: refunds are paid to the card on file within ten days. " * 3
+    text = head[:182] + " card " + card + " is the company card. " + "Other rules follow here. " * 12
+    assert text.index(card) < 200 < text.index(card) + len(card)  # the first window cuts it
+    kb = KnowledgeBase.build([{"id": "r", "text": text}], window=200, overlap=40)
+    with OpenAIChatGenerator(config=_config(server)) as gen:
+        first = kb.answer("refunds are paid to the card on file within ten days", k=1, generator=gen)
+        both = kb.answer("refunds card on file company card", k=3, generator=gen)
+    assert card[:12] in first.hits[0].text and card not in first.hits[0].text  # a cut window
+    sent = " ".join(str(r.body) for r in server.requests_to(CHAT))
+    runs = [card[i : i + 5] for i in range(len(card) - 4)]
+    assert not any(run in sent for run in runs)
+    assert "[NUMBER]" in sent and first.pii.get("PARTIAL_NUMBER", 0) >= 1
+    assert any("[BANK_CARD]" in str(r.body) for r in server.requests_to(CHAT)) or both.pii

@@ -47,7 +47,7 @@ from ..types import Hit
 from .corpus import Corpus
 from .masks import eligible_rows
 from .options import RetrievalConfig, RetrievalOptions, check_mode, vector_weight_for
-from .rerank import LLMReranker, apply_reranker
+from .rerank import apply_reranker
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery, chat_callable
 
 __all__ = ["Ranked", "Retriever", "redacting_chat"]
@@ -168,11 +168,23 @@ class Retriever:
             rewriter = dataclasses.replace(rewriter, chat=redacting_chat(rewriter.chat, self.redactor))
         return [rewriter(q) for q in questions]
 
-    def _reranker(self, options: RetrievalOptions, redact: bool) -> Any:
-        reranker = options.reranker
-        if redact and isinstance(reranker, LLMReranker):
-            return dataclasses.replace(reranker, chat=redacting_chat(reranker.chat, self.redactor))
-        return reranker
+    def rerank(
+        self, question: str, hits: list[Hit], reranker: Any, *, redact: bool, failures: list[str]
+    ) -> list[Hit]:
+        """Reorder ``hits`` with ``reranker``; with ``redact`` it reads redacted text only.
+
+        A reranker may send what it is given to a model (an
+        :class:`~fastrag.LLMReranker` does; a cross-encoder service would),
+        so it is handed the redacted question and hits (cut digit runs at
+        window edges included, see :meth:`fastrag.Redactor.redact_hits`) and
+        its order is mapped back to the original hits by chunk id.
+        """
+        if not redact or len(hits) < 2:
+            return apply_reranker(reranker, question, hits, failures)
+        shown, _ = self.redactor.redact_hits(hits)
+        ordered = apply_reranker(reranker, self.redactor.redact(question).text, shown, failures)
+        original = {h.chunk_id: h for h in hits}
+        return [original[h.chunk_id] for h in ordered]
 
     # -- ranking ---------------------------------------------------------------
     def rank(
@@ -388,12 +400,12 @@ class Retriever:
             ranked = self.rank(corpus, queries, k, options)
             hits = corpus.store.hits_matrix(ranked.rows, ranked.scores, ranked.relevance)
             info.update(hits=int((ranked.rows >= 0).sum()), mode=ranked.mode)
-        reranker = self._reranker(options, redact)
+        reranker = options.reranker
         if reranker is not None:
             with timer("rerank") as info:
                 failures: list[str] = []
                 hits = [
-                    apply_reranker(reranker, q, h, failures)
+                    self.rerank(q, h, reranker, redact=redact, failures=failures)
                     for q, h in zip(questions, hits, strict=True)
                 ]
                 if failures:
