@@ -306,7 +306,7 @@ class AnswerPipeline:
     def _call(self, generator: Any, options: AnswerOptions) -> tuple[Any, Callable[..., Generation]]:
         """The object whose async form (if any) generation may use, and the sync call."""
         if options.schema is not None:
-            check_schema_support(generator)
+            check_schema_support(ExtractiveGenerator() if generator is None else generator)
             structured = _Structured(generator, options.schema)
             return structured, structured
         return generator, as_generator(generator)

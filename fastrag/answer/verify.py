@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelResponseError
 from ..text.cjk import is_chinese
 from ..text.sentences import split_cited
 from ..types import Hit
@@ -233,7 +233,7 @@ _JUDGE_PROMPT = (
 
 def _str_list(value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{key} must be a list of strings")
+        raise ModelResponseError(f"{key} must be a list of strings")
     return tuple(value)
 
 
@@ -283,7 +283,7 @@ class LLMJudge:
         try:
             return self._judge(answer_text, by_marker)
         except Exception as exc:  # noqa: BLE001 - any failure means the rules
-            log.info("LLM judge failed (%s: %s); using the rules", type(exc).__name__, exc)
+            log.warning("LLM judge failed (%s: %s); using the rules", type(exc).__name__, exc)
             return check_faithfulness(answer_text, by_marker, found=True)
 
     def _judge(self, answer_text: str, by_marker: Mapping[int, str]) -> Faithfulness:
@@ -295,13 +295,16 @@ class LLMJudge:
         text = call_chat(self.chat, messages, self.timeout)
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
-            raise ValueError("no JSON object in the reply")
-        data = orjson.loads(text[start : end + 1])
-        score = data["faithfulness_score"]
+            raise ModelResponseError("no JSON object in the reply")
+        try:
+            data = orjson.loads(text[start : end + 1])
+            score = data["faithfulness_score"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ModelResponseError(f"the judge's reply is malformed: {exc!r}") from exc
         if isinstance(score, bool) or not isinstance(score, (int, float)):
-            raise ValueError("faithfulness_score is not a number")
+            raise ModelResponseError("faithfulness_score is not a number")
         if not 0.0 <= score <= 1.0:
-            raise ValueError(f"faithfulness_score {score} outside [0, 1]")
+            raise ModelResponseError(f"faithfulness_score {score} outside [0, 1]")
         return Faithfulness(
             float(score),
             _str_list(data.get("unsupported_claims", []), "unsupported_claims"),
