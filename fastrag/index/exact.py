@@ -361,7 +361,15 @@ def exact_topk(
     n, d = c.shape
     q = _check_queries(queries, d)
     msk = _check_mask(mask, n)
+    return _search(q, c, msk, kk, threads)
+
+
+def _search(
+    q: np.ndarray, c: np.ndarray, msk: np.ndarray | None, kk: int, threads: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`exact_topk` on checked inputs (float32 C-contiguous, read-only corpus)."""
     m = q.shape[0]
+    n, d = c.shape
     eligible = n if msk is None else int(np.count_nonzero(msk))
     kk = min(kk, eligible)
     if kk == 0 or m == 0:
@@ -483,15 +491,16 @@ class ExactIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``k`` (see :meth:`fastrag.index.base.VectorIndex.search`)."""
         kk = _check_k(k)
-        eligible = self.alive if mask is None else mask
-        m = np.asarray(queries).shape[0]
+        eligible = self.alive if mask is None else _check_mask(mask, self.n_rows)
+        q = _check_queries(queries, self.dim)
+        m = q.shape[0]
         parts_ids, parts_scores = [], []
         for b, block in enumerate(self._blocks):
             lo, hi = int(self._bases[b]), int(self._bases[b + 1])
             sub = None if eligible is None else eligible[lo:hi]
             if hi == lo or (sub is not None and not sub.any()):
                 continue
-            ids, scores = exact_topk(queries, block, kk, mask=sub, threads=threads)
+            ids, scores = _search(q, block, sub, min(kk, hi - lo), threads)
             parts_ids.append(ids + lo)
             parts_scores.append(scores)
         if not parts_ids:

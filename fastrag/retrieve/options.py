@@ -270,6 +270,8 @@ def split_options(
     ConfigError
         On an argument that is no group's field.
     """
+    if not given:
+        return [base for _, base, _ in groups]
     known = set().union(*(fields for _, _, fields in groups))
     unknown = sorted(set(given) - known)
     if unknown:

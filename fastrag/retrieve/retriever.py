@@ -158,11 +158,24 @@ class Retriever:
 
     # -- rewriting -------------------------------------------------------------
     def rewrite(
-        self, questions: Sequence[str], options: RetrievalOptions, *, redact: bool = True
+        self,
+        questions: Sequence[str],
+        options: RetrievalOptions,
+        *,
+        redact: bool = True,
+        keep_intent: bool = False,
     ) -> list[RewrittenQuery]:
-        """The questions as the legs see them (see :class:`~fastrag.RewrittenQuery`)."""
+        """The questions as the legs see them (see :class:`~fastrag.RewrittenQuery`).
+
+        In vector mode the rule-based rewrite is skipped (it feeds only the
+        keyword legs) unless ``keep_intent`` asks for its intent label.
+        """
         rewriter = self.rewriter
         if not options.rewrite or rewriter is None:
+            return [RewrittenQuery(original=q, text=q, keywords=q) for q in questions]
+        mode = self.config.mode if options.mode is None else options.mode
+        if mode == "vector" and type(rewriter) is QueryRewriter and not keep_intent:
+            # The rule-based rewrite feeds the keyword legs only: nothing to do.
             return [RewrittenQuery(original=q, text=q, keywords=q) for q in questions]
         if redact and isinstance(rewriter, LLMRewriter):
             rewriter = dataclasses.replace(rewriter, chat=redacting_chat(rewriter.chat, self.redactor))
@@ -393,9 +406,10 @@ class Retriever:
         tuple
             The hits per question, and the :class:`Ranked` arrays they came from.
         """
+        keep_intent = timer is not None  # an answer records the query's intent
         timer = timer or _no_timer
         with timer("rewrite"):
-            queries = self.rewrite(questions, options, redact=redact)
+            queries = self.rewrite(questions, options, redact=redact, keep_intent=keep_intent)
         with timer("retrieve") as info:
             ranked = self.rank(corpus, queries, k, options)
             hits = corpus.store.hits_matrix(ranked.rows, ranked.scores, ranked.relevance)
@@ -414,17 +428,18 @@ class Retriever:
 
 
 class _NoStage:
-    __slots__ = ("info",)
+    """A stage timer that times nothing (when the caller wants no timings)."""
 
-    def __init__(self) -> None:
-        self.info: dict[str, Any] = {}
+    __slots__ = ()
+
+    def __call__(self, name: str) -> _NoStage:
+        return self
 
     def __enter__(self) -> dict[str, Any]:
-        return self.info
+        return {}
 
     def __exit__(self, *exc: object) -> None:
         return None
 
 
-def _no_timer(name: str) -> _NoStage:
-    return _NoStage()
+_no_timer = _NoStage()

@@ -179,6 +179,13 @@ class _Valid:
         j = self.offset + i
         return bool((self.bits[j >> 3] >> (j & 7)) & 1)
 
+    def many(self, rows: np.ndarray) -> list[bool] | None:
+        """Validity of several rows (None: all valid)."""
+        if self.bits is None:
+            return None
+        j = rows + self.offset
+        return ((self.bits[j >> 3] >> (j & 7)) & 1).astype(bool).tolist()  # type: ignore[no-any-return]
+
 
 class _DictColumn:
     """A dictionary-encoded string column read one row at a time, decoding each entry once."""
@@ -200,6 +207,21 @@ class _DictColumn:
         if value is _MISSING:
             value = self.seen[code] = self.dictionary[code].as_py()
         return value
+
+    def many(self, rows: np.ndarray) -> list[Any]:
+        """The values of several rows (None where null)."""
+        seen = self.seen
+        valid = self.valid.many(rows)
+        out = []
+        for j, code in enumerate(self.codes[rows].tolist()):
+            if valid is not None and not valid[j]:
+                out.append(None)  # a null's code is not an index into the dictionary
+                continue
+            value = seen.get(code, _MISSING)
+            if value is _MISSING:
+                value = seen[code] = self.dictionary[code].as_py()
+            out.append(value)
+        return out
 
 
 _MISSING = object()
@@ -244,6 +266,67 @@ class RowReader:
         """The chunk text of local row ``i``."""
         lo, hi = int(self._text_offsets[i]), int(self._text_offsets[i + 1])
         return str(self._text_data[lo:hi], "utf-8")
+
+    def hits(self, rows: np.ndarray, scores: list[float], relevance: list[Any]) -> list[Hit]:
+        """Local ``rows`` as :class:`~fastrag.Hit` objects, each column read once for all rows."""
+        lo = self._text_offsets[rows].tolist()
+        hi = self._text_offsets[rows + 1].tolist()
+        data = self._text_data
+        texts = [str(data[a:b], "utf-8") for a, b in zip(lo, hi, strict=True)]
+        titles = self.title.many(rows)
+        sources = self.source.many(rows)
+        extras = self.metadata.many(rows)
+        ts_valid = self._ts_valid.many(rows)
+        stamps = self._ts[rows].tolist()
+        acl_valid = self._acl_valid.many(rows)
+        out = []
+        for j, i in enumerate(rows.tolist()):
+            meta: dict[str, Any] = {}
+            if titles[j] is not None:
+                meta["title"] = titles[j]
+            if sources[j] is not None:
+                meta["source"] = sources[j]
+            if ts_valid is None or ts_valid[j]:
+                meta["updated_at"] = _UTC_EPOCH + _dt.timedelta(microseconds=stamps[j])
+            if acl_valid is None or acl_valid[j]:
+                acl = self._acl[i].as_py()
+                if acl is not None:
+                    meta["acl"] = acl
+            if extras[j]:
+                meta.update(orjson.loads(extras[j]))
+            out.append((meta, texts[j]))
+        ids = self.chunk_id[rows].tolist()
+        docs = self.doc_id.many(rows)
+        ords = self.ord[rows].tolist()
+        starts = self.start[rows].tolist()
+        ends = self.end[rows].tolist()
+        return [
+            Hit(ids[j], docs[j], ords[j], starts[j], ends[j], text, scores[j], meta, relevance[j])
+            for j, (meta, text) in enumerate(out)
+        ]
+
+    def hit(self, i: int, score: float, relevance: float | None) -> Hit:
+        """Local row ``i`` as a :class:`~fastrag.Hit` (what :meth:`record` and :func:`metadata_of` give)."""
+        meta: dict[str, Any] = {}
+        title = self.title(i)
+        if title is not None:
+            meta["title"] = title
+        source = self.source(i)
+        if source is not None:
+            meta["source"] = source
+        if self._ts_valid(i):
+            meta["updated_at"] = _UTC_EPOCH + _dt.timedelta(microseconds=int(self._ts[i]))
+        if self._acl_valid(i):
+            acl = self._acl[i].as_py()
+            if acl is not None:
+                meta["acl"] = acl
+        extra = self.metadata(i)
+        if extra:
+            meta.update(orjson.loads(extra))
+        return Hit(
+            int(self.chunk_id[i]), self.doc_id(i), int(self.ord[i]), int(self.start[i]),
+            int(self.end[i]), self.text(i), score, meta, relevance,
+        )  # fmt: skip
 
     def record(self, i: int) -> dict[str, Any]:
         """Local row ``i`` as the dict ``Table.to_pylist`` would give (every column but vector)."""
@@ -571,6 +654,21 @@ class ChunkStore:
             relevance = None if relevance is None else relevance[keep]
         if rows.size == 0:
             return []
+        if rows.size <= 256:  # a retrieval's few rows: straight from the Arrow buffers
+            rel = [None] * rows.size if relevance is None else relevance.tolist()
+            score_list = scores.tolist()
+            if len(self.segments) == 1:
+                return self.segments[0].reader.hits(rows, score_list, rel)
+            seg, local = self.locate(rows)
+            out: list[Hit | None] = [None] * rows.size
+            for s in np.unique(seg).tolist():
+                pick = np.flatnonzero(seg == s)
+                got = self.segments[s].reader.hits(
+                    local[pick], [score_list[j] for j in pick.tolist()], [rel[j] for j in pick.tolist()]
+                )
+                for j, h in zip(pick.tolist(), got, strict=True):
+                    out[j] = h
+            return out  # type: ignore[return-value]
         records = self.records(rows)
         rel = [None] * rows.size if relevance is None else relevance.tolist()
         return [
