@@ -38,6 +38,7 @@ from .errors import (
     DocumentError,
     DocumentNotFoundError,
     DuplicateDocumentError,
+    SearchIndexError,
     StoreCorruptedError,
 )
 from .index.exact import exact_topk
@@ -52,11 +53,12 @@ from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .store.chunks import ChunkStore, build_batch, metadata_of
 from .store.documents import DocBatch, iter_batches
 from .store.snapshots import (
+    HeldSnapshot,
     SnapshotInfo,
+    hold_snapshot,
     list_snapshots,
+    manifest_field,
     prune_snapshots,
-    read_manifest,
-    snapshot_entry,
     write_snapshot,
 )
 from .text.chunking import Chunker
@@ -514,24 +516,31 @@ class KnowledgeBase:
             Query rewriter (not saved: synonym tables belong to the caller).
         """
         root = Path(path)
-        manifest = read_manifest(root)
-        entry = snapshot_entry(manifest, snapshot)
+        with hold_snapshot(root, snapshot) as held:  # pruning waits until the files are open
+            return cls._open_snapshot(held, embedder=embedder, verify=verify, rewriter=rewriter)
+
+    @classmethod
+    def _open_snapshot(
+        cls, held: HeldSnapshot, *, embedder: Embedder | None, verify: bool, rewriter: Any
+    ) -> KnowledgeBase:
+        manifest, entry, snap_dir = held.manifest, held.entry, held.directory
+        root = manifest.root
         if embedder is None:
-            emb = embedder_from_config(manifest["embedder"])
+            with manifest_field(manifest, "embedder"):
+                emb = embedder_from_config(dict(manifest.embedder))
         else:
             check_embedder(embedder)
-            check_embedder_matches(manifest["embedder"], embedder)
+            check_embedder_matches(dict(manifest.embedder), embedder)
             emb = embedder
-        snap_dir = root / "snapshots" / entry["id"]
-        dim = int(manifest["dim"])
+        dim = manifest.dim
         store = ChunkStore.read(
             snap_dir,
             dim=dim,
-            next_chunk_id=int(entry["next_chunk_id"]),
-            files=entry["files"],
+            next_chunk_id=entry.next_chunk_id,
+            files=entry.files,
             verify=verify,
         )
-        files = entry["files"]
+        files = entry.files
         bm25 = None
         if BM25_FILE in files:
             _check_file(snap_dir / BM25_FILE, files[BM25_FILE], verify)
@@ -550,18 +559,24 @@ class KnowledgeBase:
                     f"{snap_dir / BM25_DOCS_FILE}: {doc_bm25.n_rows} rows, the store has {n_docs} "
                     "documents"
                 )
-        index_info = manifest["index"]
-        hnsw_config = HnswConfig.from_dict(index_info.get("hnsw", {}))
+        index_info = manifest.index
+        with manifest_field(manifest, "index.hnsw"):
+            hnsw_config = HnswConfig.from_dict(index_info.get("hnsw", {}))
         graph = None
         if index_info["type"] == "hnsw":
             if HNSW_FILE not in files:
-                raise StoreCorruptedError(f"{snap_dir}: the manifest names no {HNSW_FILE}")
-            info = files[HNSW_FILE]
-            _check_file(snap_dir / HNSW_FILE, info, False)
-            graph = HnswIndex.load(
-                snap_dir / HNSW_FILE, dim, hnsw_config, sha256=info["sha256"] if verify else None
-            )
-        chunking = manifest["chunking"]
+                raise StoreCorruptedError(
+                    f"{manifest.path}: field 'index.type' is 'hnsw' but snapshot {entry.id} "
+                    f"records no {HNSW_FILE} in its 'files'"
+                )
+            _check_file(snap_dir / HNSW_FILE, files[HNSW_FILE], verify)
+            try:
+                graph = HnswIndex.load(snap_dir / HNSW_FILE, dim, hnsw_config)
+            except SearchIndexError as exc:
+                raise StoreCorruptedError(f"{snap_dir / HNSW_FILE}: {exc}") from exc
+        with manifest_field(manifest, "retrieval"):
+            retrieval = RetrievalConfig.from_dict(dict(manifest.retrieval))
+        chunking = manifest.chunking
         kb = cls(
             store=store,
             embedder=emb,
@@ -571,14 +586,14 @@ class KnowledgeBase:
             hnsw_config=hnsw_config,
             bm25=bm25,
             doc_bm25=doc_bm25,
-            retrieval=RetrievalConfig.from_dict(manifest.get("retrieval") or {}),
+            retrieval=retrieval,
             rewriter=rewriter,
             path=root,
-            snapshot=entry["id"],
+            snapshot=entry.id,
             auto=index_info.get("auto"),
         )
         # An older snapshot saved back to its own path becomes current again.
-        kb._dirty = entry["id"] != manifest["current"]
+        kb._dirty = entry.id != manifest.current
         return kb
 
     def snapshots(self) -> list[SnapshotInfo]:
