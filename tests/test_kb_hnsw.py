@@ -18,7 +18,6 @@ from fastrag import (
     ConfigError,
     KnowledgeBase,
     Principal,
-    SearchIndexError,
     StoreCorruptedError,
     VocabularyEmbedder,
 )
@@ -153,8 +152,14 @@ def test_missing_or_corrupt_hnsw_file_is_named(hnsw_kb, tmp_path):
     garbage = bytearray(original)
     garbage[:64] = b"\xff" * 64
     path.write_bytes(bytes(garbage))
-    with pytest.raises((SearchIndexError, StoreCorruptedError), match="hnsw.bin"):
+    # The store-level load reports a damaged file as StoreCorruptedError, as documented.
+    with pytest.raises(StoreCorruptedError, match="hnsw.bin"):
         KnowledgeBase.load(root)
+    flipped = bytearray(original)
+    flipped[-5] ^= 0xFF  # same size, an upper layer changed: only the checksum sees it
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(StoreCorruptedError, match="hnsw.bin.*checksum"):
+        KnowledgeBase.load(root, verify=True)
     path.write_bytes(original)
     assert KnowledgeBase.load(root, verify=True).index == "hnsw"
 

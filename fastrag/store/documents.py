@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,17 @@ RESERVED_FIELDS = ("title", "source", "updated_at", "acl")
 """Metadata fields with a column of their own; every other field goes to ``metadata``."""
 
 _UTC = _dt.timezone.utc
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as UTF-8 (a lone surrogate), or ``None``."""
+    if value.isascii():
+        return None
+    bad = _SURROGATE.search(value)
+    if bad is None:
+        return None
+    return f"is not valid Unicode (a lone surrogate {bad.group()!r} at character {bad.start()})"
 
 
 @dataclass(slots=True)
@@ -69,9 +81,14 @@ def parse_updated_at(value: Any, *, where: str) -> _dt.datetime | None:
 
 
 def _optional_str(value: Any, name: str, where: str) -> str | None:
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
-    raise DocumentError(f"{where}: {name} must be a string, got {type(value).__name__}")
+    if not isinstance(value, str):
+        raise DocumentError(f"{where}: {name} must be a string, got {type(value).__name__}")
+    problem = _unicode_problem(value)
+    if problem:
+        raise DocumentError(f"{where}: {name} {value!r} {problem}")
+    return value
 
 
 def _acl(value: Any, where: str) -> list[str] | None:
@@ -85,6 +102,9 @@ def _acl(value: Any, where: str) -> list[str] | None:
     for p in out:
         if not isinstance(p, str) or not p:
             raise DocumentError(f"{where}: acl entries must be non-empty strings, got {p!r}")
+        problem = _unicode_problem(p)
+        if problem:
+            raise DocumentError(f"{where}: acl entry {p!r} {problem}")
     return out
 
 
@@ -116,6 +136,9 @@ def _split(doc: Any, index: int) -> tuple[str, str, Mapping[str, Any]]:
         )
     if not doc_id.strip():
         raise DocumentError(f"document at position {index}: id is empty")
+    problem = _unicode_problem(doc_id)
+    if problem:
+        raise DocumentError(f"document at position {index}: id {doc_id!r} {problem}")
     if not isinstance(text, str):
         raise DocumentError(
             f"document {doc_id!r} (position {index}): text must be a string, "
