@@ -109,6 +109,21 @@ def test_an_explicit_snapshot_being_pruned_is_not_found_not_corrupt(kb, tmp_path
     assert len(KnowledgeBase.load(root, snapshot=first)) == len(kb) - 1
 
 
+def test_a_lost_snapshot_directory_is_corrupt_not_a_race(kb, tmp_path):
+    import shutil
+
+    from fastrag import StoreCorruptedError
+
+    root = tmp_path / "kb"
+    sid = kb.save(root)
+    shutil.rmtree(root / "snapshots" / sid)
+    with pytest.raises(StoreCorruptedError, match=f"{sid}: the snapshot's directory is missing"):
+        KnowledgeBase.load(root)
+    shutil.rmtree(root / "snapshots")
+    with pytest.raises(StoreCorruptedError, match="directory is missing"):
+        KnowledgeBase.load(root)
+
+
 def test_a_knowledge_base_the_reader_may_not_write_still_loads(kb, tmp_path, monkeypatch):
     root = tmp_path / "kb"
     kb.save(root)

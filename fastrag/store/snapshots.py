@@ -649,6 +649,10 @@ def hold_snapshot(root: Path, snapshot: str | None = None) -> Iterator[HeldSnaps
         finally:
             if fd is not None:
                 os.close(fd)
+        # Pruning removes an id from the manifest before its directory: a directory
+        # missing while its id is still listed (and nobody prunes it) was lost.
+        if held and entry.id in {e.id for e in read_manifest(root).snapshots}:
+            raise StoreCorruptedError(f"{directory}: the snapshot's directory is missing")
         if snapshot is not None:
             raise StoreNotFoundError(f"{root}: snapshot {snapshot!r} was pruned while being opened")
     raise StoreError(
