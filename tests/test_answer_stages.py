@@ -12,8 +12,9 @@ from fastrag.datasets import demo_documents
 from openai_server import CHAT, OpenAIServer
 
 import fastrag
-from fastrag import ClientConfig, KnowledgeBase, OpenAIChatGenerator
+from fastrag import KnowledgeBase, OpenAIChatGenerator
 from fastrag.answer.audit import verify_answer
+from fastrag.config import ClientConfig
 from fastrag.errors import ConfigError
 from fastrag.types import Generation
 

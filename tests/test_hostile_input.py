@@ -6,7 +6,8 @@ import orjson
 import pytest
 
 import fastrag.retrieve.filters as filters
-from fastrag import ConfigError, DocumentError, KnowledgeBase, Principal
+from fastrag import KnowledgeBase, Principal
+from fastrag.errors import ConfigError, DocumentError
 from fastrag.retrieve.filters import MAX_WHERE_CONDITIONS, MAX_WHERE_DEPTH
 
 

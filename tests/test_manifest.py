@@ -15,8 +15,9 @@ import sys
 
 import pytest
 
-from fastrag import EmbedderError, KnowledgeBase, StoreCorruptedError, StoreVersionError
+from fastrag import KnowledgeBase
 from fastrag.cli import main
+from fastrag.errors import EmbedderError, StoreCorruptedError, StoreVersionError
 from fastrag.store.snapshots import list_snapshots
 
 

@@ -9,7 +9,8 @@ import traceback
 
 import pytest
 
-from fastrag import KnowledgeBase, StoreNotFoundError
+from fastrag import KnowledgeBase
+from fastrag.errors import StoreNotFoundError
 from fastrag.store.snapshots import hold_snapshot, read_manifest
 
 SAVES = 30
@@ -112,7 +113,7 @@ def test_an_explicit_snapshot_being_pruned_is_not_found_not_corrupt(kb, tmp_path
 def test_a_lost_snapshot_directory_is_corrupt_not_a_race(kb, tmp_path):
     import shutil
 
-    from fastrag import StoreCorruptedError
+    from fastrag.errors import StoreCorruptedError
 
     root = tmp_path / "kb"
     sid = kb.save(root)

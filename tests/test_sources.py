@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from fastrag import DocumentError, DuplicateDocumentError, KnowledgeBase, StoreNotFoundError
+from fastrag import KnowledgeBase
 from fastrag.cli import main
+from fastrag.errors import DocumentError, DuplicateDocumentError, StoreNotFoundError
 from fastrag.store.report import SourceReport
 from fastrag.store.sources import iter_documents, read_questions
 
