@@ -13,9 +13,9 @@ number of operations each.
   processes load and read the knowledge base meanwhile. Every snapshot a
   reader saw must equal the writer's model of that snapshot.
 
-Readers in threads of one process while a writer mutates the same
-``KnowledgeBase`` object are issue 13 item 1 (copy-on-write state); add
-them here when that lands.
+- Threads: a writer thread mutates one ``KnowledgeBase`` while reader
+  threads retrieve from it; every read must match one version of the
+  model that was current at some moment during that read.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import multiprocessing
 import random
 import shutil
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 
@@ -262,3 +263,80 @@ def test_readers_in_processes_see_whole_snapshots_of_a_writer_process(tmp_path):
     final = KnowledgeBase.load(root)
     model = json.loads((models / f"{final.stats()['snapshot']}.json").read_text())
     assert _chunks(final) == _expected(model)
+
+
+# -- threads ------------------------------------------------------------------------
+
+THREAD_WRITES, THREAD_READS = 40, 60
+
+
+def test_reader_threads_see_one_version_of_the_model_per_read(tmp_path):
+    rng = random.Random(29)
+    texts = {f"d-{i}": _text(rng) for i in range(60)}
+    kb = KnowledgeBase.build(
+        [{"id": i, "text": t} for i, t in texts.items()],
+        embedder=_embedder(),
+        window=WINDOW,
+        overlap=OVERLAP,
+    )
+    # versions[-1] is published before the operation that makes it true, so at any
+    # moment the knowledge base holds versions[-2] or versions[-1].
+    versions: list[frozenset[str]] = [frozenset(texts)]
+    lock = threading.Lock()
+    errors: list[str] = []
+    bad: list[str] = []
+
+    def publish(model: frozenset[str]) -> None:
+        with lock:
+            versions.append(model)
+
+    def writer() -> None:
+        try:
+            live, counter = set(texts), 0
+            for step in range(THREAD_WRITES):
+                op = rng.choice(["add", "add", "delete", "compact", "save"])
+                if op == "add":
+                    counter += 1
+                    doc_id = f"t-{counter}"
+                    texts[doc_id] = _text(rng)
+                    live.add(doc_id)
+                    publish(frozenset(live))
+                    kb.add([{"id": doc_id, "text": texts[doc_id]}])
+                elif op == "delete" and live:
+                    doc_id = rng.choice(sorted(live))
+                    live.discard(doc_id)
+                    publish(frozenset(live))
+                    kb.delete(doc_id)
+                elif op == "compact":
+                    kb.compact()
+                else:
+                    kb.save(tmp_path / "kb", keep=1 + step % 2)
+        except BaseException:  # noqa: BLE001 - reported below
+            errors.append(traceback.format_exc())
+
+    def reader(mode: str) -> None:
+        try:
+            for i in range(THREAD_READS):
+                with lock:
+                    first = max(0, len(versions) - 2)
+                hits = kb.retrieve(WORDS[i % len(WORDS)], k=8, mode=mode)
+                with lock:
+                    seen = versions[first:]
+                ids = {h.doc_id for h in hits}
+                if not any(ids <= v for v in seen):
+                    bad.append(f"{mode}: {sorted(ids)} matches no version of the model")
+                bad.extend(f"{h.doc_id}: wrong text" for h in hits if h.text not in texts[h.doc_id])
+        except BaseException:  # noqa: BLE001
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=writer)] + [
+        threading.Thread(target=reader, args=(m,)) for m in ("vector", "keyword", "hybrid")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert not bad, bad[:3]
+    assert sorted({d for d, _, _ in _chunks(kb)}) == sorted(versions[-1])
+    assert _chunks(kb) == _expected({d: texts[d] for d in versions[-1]})
