@@ -23,6 +23,7 @@ from .datasets import demo_documents
 from .embed.vocabulary import DEFAULT_MAX_FEATURES, VocabularyEmbedder
 from .errors import FastragError
 from .kb import BuildProgress, KnowledgeBase
+from .store.report import SourceReport
 from .store.sources import iter_documents, read_questions
 from .types import Answer, Hit
 from .warmup import warmup
@@ -33,17 +34,6 @@ DEMO_QUESTIONS = (
     "设备丢失后多久内要报告？",
     "公司食堂几点开门？",
 )
-
-
-class _Failures:
-    """Files that could not be read: reported as they happen, counted for the exit status."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, path: Path, reason: str) -> None:
-        self.count += 1
-        print(f"fastrag: skipped {path}: {reason}", file=sys.stderr)
 
 
 def _build_progress(stream: Any) -> Any:
@@ -112,7 +102,10 @@ def _print_answer(ans: Answer) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    failures = _Failures()
+    # --strict: the first problem raises (naming its file and line) before anything is written.
+    report = None
+    if not args.strict:
+        report = SourceReport(lambda issue: print(f"fastrag: {issue}", file=sys.stderr))
     if args.embedder == "openai":
         from .embed.openai import OpenAIEmbedder
 
@@ -122,7 +115,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     t0 = time.perf_counter()
     kb = KnowledgeBase.build(
-        iter_documents(args.paths, on_error=failures),
+        iter_documents(args.paths, report=report),
         window=args.window,
         overlap=args.overlap,
         embedder=embedder,
@@ -136,8 +129,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"indexed {s['documents']:,} documents, {s['chunks']:,} chunks (dim {s['dim']}) in "
         f"{time.perf_counter() - t0:.1f} s into {args.kb} (snapshot {sid})"
     )
-    if failures.count:
-        print(f"fastrag: error: {failures.count} file(s) could not be read", file=sys.stderr)
+    if report is not None and report.issues:
+        for result in report.with_issues():
+            print(f"fastrag: {result.describe('indexed')}", file=sys.stderr)
+        print(
+            f"fastrag: error: {len(report.issues):,} problem(s) in "
+            f"{sum(1 for _ in report.with_issues()):,} file(s); the other documents were indexed "
+            "(--strict stops at the first problem instead)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -348,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "FASTRAG_EMBED_MODEL)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--overwrite", action="store_true", help="replace a different knowledge base")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad file, line or repeated id, before writing anything "
+                   "(default: report it, skip it and index the rest)")
     p.set_defaults(func=cmd_index)
 
     p = add("ask", "answer one question, citing the chunks it stands on")

@@ -35,8 +35,8 @@ from .embed.base import (
     query_vectors,
 )
 from .embed.vocabulary import VocabularyEmbedder
-from .errors import ConfigError, DocumentError
-from .index.files import load_indexes, writers
+from .errors import ConfigError, DocumentError, StoreCorruptedError
+from .index.files import HNSW_FILE, load_indexes, writers
 from .index.hnsw import HnswConfig
 from .retrieve import corpus as corpora
 from .retrieve.corpus import Corpus, make_corpus
@@ -54,11 +54,12 @@ from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, ChunkStore
 from .store.ingest import BuildProgress
 from .store.snapshots import (
+    HeldSnapshot,
     SnapshotInfo,
+    hold_snapshot,
     list_snapshots,
+    manifest_field,
     prune_snapshots,
-    read_manifest,
-    snapshot_entry,
     write_snapshot,
 )
 from .text.chunking import Chunker
@@ -257,33 +258,49 @@ class KnowledgeBase:
         every file's SHA-256 and every vector; ``rewriter`` is not saved.
         """
         root = Path(path)
-        manifest = read_manifest(root)
-        entry = snapshot_entry(manifest, snapshot)
+        with hold_snapshot(root, snapshot) as held:  # pruning waits until the files are open
+            return cls._open_snapshot(held, embedder=embedder, verify=verify, rewriter=rewriter)
+
+    @classmethod
+    def _open_snapshot(
+        cls, held: HeldSnapshot, *, embedder: Embedder | None, verify: bool, rewriter: Any
+    ) -> KnowledgeBase:
+        manifest, entry, directory = held.manifest, held.entry, held.directory
+        root = manifest.root
         if embedder is None:
-            emb = embedder_from_config(manifest["embedder"])
+            with manifest_field(manifest, "embedder"):
+                emb = embedder_from_config(dict(manifest.embedder))
         else:
             check_embedder(embedder)
-            check_embedder_matches(manifest["embedder"], embedder)
+            check_embedder_matches(dict(manifest.embedder), embedder)
             emb = embedder
-        directory = root / "snapshots" / entry["id"]
-        dim = int(manifest["dim"])
-        files = entry["files"]
-        store = ChunkStore.read(directory, dim=dim, next_chunk_id=int(entry["next_chunk_id"]), files=files, verify=verify)
-        index_info = manifest["index"]
-        hnsw = HnswConfig.from_dict(index_info.get("hnsw", {}))
+        dim = manifest.dim
+        files = entry.files
+        store = ChunkStore.read(
+            directory, dim=dim, next_chunk_id=entry.next_chunk_id, files=files, verify=verify
+        )
+        index_info = manifest.index
+        with manifest_field(manifest, "index.hnsw"):
+            hnsw = HnswConfig.from_dict(index_info.get("hnsw", {}))
+        if index_info["type"] == "hnsw" and HNSW_FILE not in files:
+            raise StoreCorruptedError(
+                f"{manifest.path}: field 'index.type' is 'hnsw' but snapshot {entry.id} "
+                f"records no {HNSW_FILE} in its 'files'"
+            )
         keyword, docs, graph = load_indexes(
             directory, files, rows=store.n_rows, documents=store.doc_starts().size - 1, dim=dim,
             graph=index_info["type"] == "hnsw", hnsw=hnsw, verify=verify,
         )  # fmt: skip
-        chunking = manifest["chunking"]
+        with manifest_field(manifest, "retrieval"):
+            retrieval = RetrievalConfig.from_dict(dict(manifest.retrieval))
+        chunking = manifest.chunking
         kb = cls(
             make_corpus(store, emb, graph=graph, keyword=keyword, documents=docs),
-            chunker=Chunker(window=int(chunking["window"]), overlap=int(chunking["overlap"])),
+            chunker=Chunker(window=chunking["window"], overlap=chunking["overlap"]),
             index=index_info["type"], hnsw=hnsw, auto=index_info.get("auto"),
-            retrieval=RetrievalConfig.from_dict(manifest.get("retrieval") or {}), rewriter=rewriter,
-            path=root, snapshot=entry["id"],
+            retrieval=retrieval, rewriter=rewriter, path=root, snapshot=entry.id,
         )  # fmt: skip
-        kb._dirty = entry["id"] != manifest["current"]  # an older snapshot saved back becomes current
+        kb._dirty = entry.id != manifest.current  # an older snapshot saved back becomes current
         return kb
 
     def snapshots(self) -> list[SnapshotInfo]:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fastrag import KnowledgeBase, Principal, VocabularyEmbedder
 from fastrag.config import FAULT_POINTS
-from fastrag.errors import ConfigError, SearchIndexError, StoreCorruptedError
+from fastrag.errors import ConfigError, StoreCorruptedError
 from fastrag.index.hnsw import AUTO_MIN_ROWS, HnswConfig
 
 
@@ -147,8 +147,14 @@ def test_missing_or_corrupt_hnsw_file_is_named(hnsw_kb, tmp_path):
     garbage = bytearray(original)
     garbage[:64] = b"\xff" * 64
     path.write_bytes(bytes(garbage))
-    with pytest.raises((SearchIndexError, StoreCorruptedError), match="hnsw.bin"):
+    # The store-level load reports a damaged file as StoreCorruptedError, as documented.
+    with pytest.raises(StoreCorruptedError, match="hnsw.bin"):
         KnowledgeBase.load(root)
+    flipped = bytearray(original)
+    flipped[-5] ^= 0xFF  # same size, an upper layer changed: only the checksum sees it
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(StoreCorruptedError, match="hnsw.bin.*SHA-256"):
+        KnowledgeBase.load(root, verify=True)
     path.write_bytes(original)
     assert KnowledgeBase.load(root, verify=True).index == "hnsw"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import zoneinfo
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -854,7 +854,7 @@ class ChunkStore:
         *,
         dim: int,
         next_chunk_id: int,
-        files: dict[str, dict[str, Any]],
+        files: Mapping[str, Mapping[str, Any]],
         verify: bool = False,
     ) -> ChunkStore:
         """Memory-map a store written by :meth:`write`.
