@@ -42,9 +42,9 @@ from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .text.pii import Redactor
 from .types import Answer, Document, Generation, Hit
+from ._version import __version__
 from .warmup import warmup
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Answer",

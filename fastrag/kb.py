@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ._version import __version__
 from .answer.generate import Generator
 from .answer.options import ANSWER_FIELDS, AnswerOptions
 from .answer.pipeline import AnswerEvent, AnswerPipeline, block_bounds
@@ -205,8 +206,6 @@ class KnowledgeBase:
 
     # -- persistence -----------------------------------------------------------
     def _header(self) -> dict[str, Any]:
-        from . import __version__
-
         c = self._corpus
         index: dict[str, Any] = {"type": self._index, "hnsw": self._hnsw.to_dict()}
         if self._auto is not None:
