@@ -25,6 +25,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - a packaging mistake, n
         "installed copy. Install it (pip install . or pip install -e .) or run from another "
         "directory."
     ) from _exc
+from ._version import __version__
 from .answer.chat import OpenAIChatGenerator
 from .answer.fallback import FallbackChain, Level
 from .answer.generate import ExtractiveGenerator, Generator
@@ -42,9 +43,7 @@ from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .text.pii import Redactor
 from .types import Answer, Document, Generation, Hit
-from ._version import __version__
 from .warmup import warmup
-
 
 __all__ = [
     "Answer",

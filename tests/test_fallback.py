@@ -208,8 +208,9 @@ def test_bad_level():
 
 
 def test_levels_take_the_options_objects():
-    from fastrag import AnswerOptions, KnowledgeBase, RetrievalOptions
     from fastrag.datasets import demo_documents
+
+    from fastrag import AnswerOptions, KnowledgeBase, RetrievalOptions
 
     kb = KnowledgeBase.build(demo_documents())
     seen = []

@@ -227,3 +227,48 @@ def test_pii_cut_by_a_window_boundary_never_reaches_the_model(server):
     assert not any(run in sent for run in runs)
     assert "[NUMBER]" in sent and first.pii.get("PARTIAL_NUMBER", 0) >= 1
     assert any("[BANK_CARD]" in str(r.body) for r in server.requests_to(CHAT)) or both.pii
+
+
+def test_per_principal_keyword_statistics_close_the_side_channel():
+    from fastrag import Principal
+
+    visible = [{"id": f"v{i}", "text": f"The travel policy covers trip {i} and hotels."} for i in range(6)]
+    hidden = {"id": "h", "text": "Project Falcon merger with Acme: falcon falcon.", "acl": ["board"]}
+    staff = Principal(user="s", groups=["staff"])
+    q = "falcon travel policy"
+    seen = {}
+    for label, docs in (("without", visible), ("with", [*visible, hidden])):
+        kb = KnowledgeBase.build(docs)
+        plain = kb.retrieve(q, k=3, mode="keyword", principal=staff)
+        private = kb.retrieve(q, k=3, mode="keyword", principal=staff, acl_statistics="per_principal")
+        assert all(h.doc_id != "h" for h in plain + private)
+        seen[label] = ([(h.chunk_id, h.relevance) for h in plain], [(h.chunk_id, h.relevance) for h in private])
+        ans = kb.answer(q, k=3, mode="keyword", principal=staff, acl_statistics="per_principal")
+        seen[label + " confidence"] = ans.confidence
+    # Global statistics leak: a hidden document holding "falcon" changes what the caller sees.
+    assert [r for _, r in seen["without"][0]] != pytest.approx([r for _, r in seen["with"][0]], abs=1e-4)
+    # Per-principal statistics do not: the caller's results are the same with or without it.
+    assert [c for c, _ in seen["without"][1]] == [c for c, _ in seen["with"][1]]
+    assert [r for _, r in seen["without"][1]] == pytest.approx([r for _, r in seen["with"][1]], rel=1e-5)
+    assert seen["without confidence"] == pytest.approx(seen["with confidence"], rel=1e-5)
+
+
+def test_per_principal_scores_equal_an_index_of_the_admitted_rows():
+    from fastrag.index.keyword import BM25Index
+    from fastrag.index.masked_bm25 import search_masked
+    from fastrag.text.tokenize import Tokenizer
+
+    rng = np.random.default_rng(3)
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 9)))) for _ in range(60)]
+    mask = rng.random(60) < 0.5
+    tok = Tokenizer()
+    full = BM25Index.from_texts(texts, tok)
+    sub_rows = np.flatnonzero(mask)
+    sub = BM25Index.from_texts([texts[i] for i in sub_rows], tok)
+    tokens = tok.tokenize(["alpha beta", "gamma gamma zeta", "nothing"])
+    rows, scores, weights = search_masked(full, tokens, 10, mask)
+    ref_rows, ref_scores = sub.search_tokens(tokens, 10)
+    np.testing.assert_allclose(np.where(rows >= 0, scores, 0), np.where(ref_rows >= 0, ref_scores, 0), rtol=1e-5)
+    assert (np.where(ref_rows >= 0, sub_rows[np.maximum(ref_rows, 0)], -1) == rows).all()
+    np.testing.assert_allclose(weights, sub.query_weights(tokens), rtol=1e-5)

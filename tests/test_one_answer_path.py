@@ -6,11 +6,11 @@ import dataclasses
 import datetime as dt
 
 import pytest
+from fastrag.datasets import demo_documents
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastrag import AnswerOptions, KnowledgeBase, Principal, RetrievalOptions
-from fastrag.datasets import demo_documents
 from fastrag.errors import ConfigError
 
 QUESTIONS = [

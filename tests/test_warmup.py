@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import JIT_DISABLED
 
 SCRIPT = textwrap.dedent(

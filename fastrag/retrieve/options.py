@@ -206,6 +206,13 @@ class RetrievalOptions:
         ``"doc"``: the best chunk of each of the ``k`` best documents.
     threads : int, optional
         Threads for the kernels of this call.
+    acl_statistics : {"global", "per_principal"}, default "global"
+        BM25's statistics (row count, term document frequencies, mean
+        length) over every row (``"global"``, the fast default), or over the
+        rows ``where`` and ``principal`` admit (``"per_principal"``), so that
+        keyword scores, relevance and confidence cannot reveal whether a
+        document the caller may not read contains a query term. Slower
+        (numpy over the query terms' postings).
     """
 
     mode: str | None = None
@@ -216,8 +223,13 @@ class RetrievalOptions:
     reranker: Callable[..., Any] | None = None
     group_by: str | None = None
     threads: int | None = None
+    acl_statistics: str = "global"
 
     def __post_init__(self) -> None:
+        if self.acl_statistics not in ("global", "per_principal"):
+            raise ConfigError(
+                f"acl_statistics must be 'global' or 'per_principal', got {self.acl_statistics!r}"
+            )
         if self.mode is not None:
             check_mode(self.mode)
         if self.where is not None and not isinstance(self.where, Mapping):

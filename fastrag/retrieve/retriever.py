@@ -42,6 +42,7 @@ from .._native import fusion as _fusion_kernels
 from .._threads import threads as _threads
 from ..embed.base import query_vectors
 from ..errors import ConfigError
+from ..index.masked_bm25 import search_masked
 from ..text.pii import Redactor
 from ..types import Hit
 from .corpus import Corpus
@@ -291,17 +292,31 @@ class Retriever:
             keyword = corpus.keyword
             assert keyword is not None
             tokens = keyword.tokenizer.tokenize([q.keywords for q in queries])
-            key_rows, key_scores = keyword.search_tokens(tokens, width, mask=mask, threads=threads)
-            key_weight = keyword.query_weights(tokens)
+            private = (
+                options.acl_statistics == "per_principal"
+                and mask is not None
+                and (options.principal is not None or options.where is not None)
+            )
+            if private:
+                assert mask is not None
+                key_rows, key_scores, key_weight = search_masked(keyword, tokens, width, mask)
+            else:
+                key_rows, key_scores = keyword.search_tokens(tokens, width, mask=mask, threads=threads)
+                key_weight = keyword.query_weights(tokens)
             documents = corpus.documents
             if mode == "hybrid" and documents is not None and cfg.document_weight > 0:
                 doc_mask = None
                 if mask is not None:
                     doc_mask = np.zeros(documents.n_rows, dtype=np.bool_)
                     doc_mask[store.row_docs()[mask]] = True
-                doc_rows, _ = documents.search_tokens(
-                    tokens, min(width, documents.n_rows), mask=doc_mask, threads=threads
-                )
+                doc_width = min(width, documents.n_rows)
+                if private:
+                    assert doc_mask is not None
+                    doc_rows, _, _ = search_masked(documents, tokens, doc_width, doc_mask)
+                else:
+                    doc_rows, _ = documents.search_tokens(
+                        tokens, doc_width, mask=doc_mask, threads=threads
+                    )
         if not fused:
             rows, scores = (vec_rows, vec_scores) if mode == "vector" else (key_rows, key_scores)
             assert rows is not None and scores is not None
