@@ -12,12 +12,17 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 PROBE = textwrap.dedent(
     """
-    import json, runpy, sys
+    import importlib, json, os, runpy, sys
     out = {}
     for script in sys.argv[1:]:
         sys.argv = [script, "--help"]
         try:
-            runpy.run_path(script, run_name="__main__")
+            suite = os.path.dirname(script)
+            if os.path.basename(suite) == "benchmarks" and os.path.isfile(os.path.join(suite, "common.py")):
+                sys.path.append(os.path.dirname(suite))  # the asv suite: a package
+                importlib.import_module("benchmarks." + os.path.basename(script)[:-3])
+            else:
+                runpy.run_path(script, run_name="__main__")
             out[script] = "ran"
         except SystemExit as exc:
             out[script] = "ok" if exc.code in (0, None) else f"exit {exc.code}"
