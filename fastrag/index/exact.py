@@ -202,10 +202,13 @@ def _scan_path(
     ids = np.empty((m, nblocks * k), dtype=np.int64)
     scores = np.empty((m, nblocks * k), dtype=np.float32)
     _topk.scan_topk(queries, corpus, mask, nblocks, ids, scores)
-    if nblocks == 1:
-        _topk.finalize_heaps(ids, scores)
-        return ids, scores
-    return _topk.merge_topk(ids, scores, k)
+    # The merge touches nblocks * k candidates a query: one thread (a parallel
+    # region would wait for the other core, which a busy machine lends late).
+    with _threads(1):
+        if nblocks == 1:
+            _topk.finalize_heaps(ids, scores)
+            return ids, scores
+        return _topk.merge_topk(ids, scores, k)
 
 
 def _helper_pool() -> ThreadPoolExecutor:
