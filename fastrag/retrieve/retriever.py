@@ -239,6 +239,18 @@ class Retriever:
         if k == 0 or m == 0:
             empty = np.full((m, 0), -1, dtype=np.int64)
             return Ranked(empty, np.zeros((m, 0), np.float32), np.zeros((m, 0), np.float32), queries, mode)
+        # One thread scope for the whole call: the kernels inside then find the count
+        # they need already set (small corpora: one thread, no switch per kernel).
+        with _threads(options.threads, work=n_rows * store.dim * 4 * m):
+            return self._rank(corpus, queries, k, options, mode)
+
+    def _rank(
+        self, corpus: Corpus, queries: list[RewrittenQuery], k: int, options: RetrievalOptions,
+        mode: str,
+    ) -> Ranked:  # fmt: skip
+        cfg = self.config
+        store = corpus.store
+        n_rows = store.n_rows
         mask = eligible_rows(store, options.where, options.principal)
         group_by = options.group_by
         fused = mode == "hybrid" or group_by is not None
