@@ -26,7 +26,7 @@ from .kb import BuildProgress, KnowledgeBase
 from .store.report import SourceReport
 from .store.sources import iter_documents, read_questions
 from .types import Answer, Hit
-from .warmup import warmup
+from .warmup import compile_kernels, warmup
 
 DEMO_QUESTIONS = (
     "年假怎么申请？",
@@ -286,7 +286,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    warm = warmup()
+    warm = compile_kernels()
     kb = KnowledgeBase.build(demo_documents())
     with tempfile.TemporaryDirectory(prefix="fastrag-demo-") as tmp:
         target = Path(args.kb) if args.kb else Path(tmp) / "kb"
