@@ -39,7 +39,9 @@ def _docs(chunks: int):
             return
 
 
-def cached_kb(chunks: int, workdir: Path = WORKDIR, *, threads: int | None = None, rebuild: bool = False) -> Path:
+def cached_kb(
+    chunks: int, workdir: Path = WORKDIR, *, threads: int | None = None, rebuild: bool = False
+) -> Path:
     """Path of the saved HNSW knowledge base of about ``chunks`` chunks (built once)."""
     path = Path(workdir) / f"kb-hnsw-{chunks}"
     meta = path.parent / f"{path.name}.json"

@@ -40,14 +40,18 @@ def numpy_top_k(vectors: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--docs", default="2000,20000", help="documents per size (about 11 chunks each)")
+    ap.add_argument(
+        "--docs", default="2000,20000", help="documents per size (about 11 chunks each)"
+    )
     ap.add_argument("--questions", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None, help="retrieve(threads=...)")
     args = ap.parse_args()
     warmup()
-    print("| documents | chunks | fastrag retrieve() p50 ms | numpy p50 ms | numpy / fastrag | top-10 agree |")
+    print(
+        "| documents | chunks | fastrag retrieve() p50 ms | numpy p50 ms | numpy / fastrag | top-10 agree |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for n_docs in (int(x) for x in args.docs.split(",")):
         docs, questions = generate_kb(n_docs, args.questions, seed=7)
@@ -80,8 +84,11 @@ def main() -> None:
                     lat.append(time.perf_counter() - t)
                 numpy_ms.append(statistics.median(lat) * 1e3)
             a, b = statistics.median(ours_ms), statistics.median(numpy_ms)
-            print(f"| {n_docs:,} | {len(kb):,} | {a:.3f} | {b:.3f} | {b / a:.2f}x | "
-                  f"{statistics.mean(agree):.3f} |", flush=True)
+            print(
+                f"| {n_docs:,} | {len(kb):,} | {a:.3f} | {b:.3f} | {b / a:.2f}x | "
+                f"{statistics.mean(agree):.3f} |",
+                flush=True,
+            )
             kb.close()
 
 

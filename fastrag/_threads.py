@@ -106,7 +106,7 @@ _local = threading.local()
 
 
 def current_threads() -> int:
-    """This Python thread's Numba thread count (read from Numba once per thread, then tracked).
+    """The Numba thread count of the calling thread (read from Numba once, then tracked).
 
     Numba's own ``get_num_threads`` takes a process-wide lock on every call;
     fastrag is the one changing the setting inside its calls, so it keeps

@@ -40,6 +40,7 @@ _QUESTIONS = ["How many days of annual leave?", "年假需要提前几天申请�
 
 def _exercise() -> None:
     """Run every operation of the engine once on a tiny knowledge base (see the module docstring)."""
+    from ._threads import max_threads
     from .kb import KnowledgeBase
     from .retrieve.filters import Principal
 
@@ -60,7 +61,8 @@ def _exercise() -> None:
                         kb.retrieve(_QUESTIONS[1], k=3, mode=mode, exact=exact, where={"team": "hr"})
                         kb.retrieve(_QUESTIONS[2], k=3, mode=mode, exact=exact, principal=principal)
                     kb.retrieve(_QUESTIONS[0], k=3, mode=mode, group_by="doc")
-                    kb.retrieve_batch(batch, k=3, mode=mode)
+                    for threads in sorted({1, max_threads()}):  # serial and parallel kernels
+                        kb.retrieve_batch(batch, k=3, mode=mode, threads=threads)
                     kb.retrieve_batch(batch[:5], k=3, mode=mode, where={"team": "hr"})
                     kb.answer(_QUESTIONS[1], k=3, mode=mode)
                 kb.answer_batch(batch[:8], k=3)

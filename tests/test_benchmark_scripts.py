@@ -47,5 +47,9 @@ def test_scripts_start(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads(run.stdout.strip().splitlines()[-1])
-    bad = {Path(k).name: v for k, v in results.items() if v not in ("ok", "ran") and not v.startswith("skip")}
+    bad = {
+        Path(k).name: v
+        for k, v in results.items()
+        if v not in ("ok", "ran") and not v.startswith("skip")
+    }
     assert not bad, bad

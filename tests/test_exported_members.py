@@ -10,7 +10,11 @@ def test_all_is_sorted_and_complete():
     assert fastrag.__all__ == sorted(fastrag.__all__)
     for name in fastrag.__all__:
         assert hasattr(fastrag, name), name
-    public = {n for n in dir(fastrag) if not n.startswith("_") and not hasattr(getattr(fastrag, n), "__path__")}
+    public = {
+        n
+        for n in dir(fastrag)
+        if not n.startswith("_") and not hasattr(getattr(fastrag, n), "__path__")
+    }
     public = {n for n in public if not type(getattr(fastrag, n)).__name__ == "module"}
     assert public <= set(fastrag.__all__) | {"annotations"}
 

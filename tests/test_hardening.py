@@ -215,11 +215,15 @@ def _luhn_card(prefix: str, length: int) -> str:
 def test_pii_cut_by_a_window_boundary_never_reaches_the_model(server):
     card = _luhn_card("6222", 19)
     head = "Refund policy: refunds are paid to the card on file within ten days. " * 3
-    text = head[:182] + " card " + card + " is the company card. " + "Other rules follow here. " * 12
+    text = (
+        head[:182] + " card " + card + " is the company card. " + "Other rules follow here. " * 12
+    )
     assert text.index(card) < 200 < text.index(card) + len(card)  # the first window cuts it
     kb = KnowledgeBase.build([{"id": "r", "text": text}], window=200, overlap=40)
     with OpenAIChatGenerator(config=_config(server)) as gen:
-        first = kb.answer("refunds are paid to the card on file within ten days", k=1, generator=gen)
+        first = kb.answer(
+            "refunds are paid to the card on file within ten days", k=1, generator=gen
+        )
         both = kb.answer("refunds card on file company card", k=3, generator=gen)
     assert card[:12] in first.hits[0].text and card not in first.hits[0].text  # a cut window
     sent = " ".join(str(r.body) for r in server.requests_to(CHAT))
@@ -232,24 +236,39 @@ def test_pii_cut_by_a_window_boundary_never_reaches_the_model(server):
 def test_per_principal_keyword_statistics_close_the_side_channel():
     from fastrag import Principal
 
-    visible = [{"id": f"v{i}", "text": f"The travel policy covers trip {i} and hotels."} for i in range(6)]
-    hidden = {"id": "h", "text": "Project Falcon merger with Acme: falcon falcon.", "acl": ["board"]}
+    visible = [
+        {"id": f"v{i}", "text": f"The travel policy covers trip {i} and hotels."} for i in range(6)
+    ]
+    hidden = {
+        "id": "h",
+        "text": "Project Falcon merger with Acme: falcon falcon.",
+        "acl": ["board"],
+    }
     staff = Principal(user="s", groups=["staff"])
     q = "falcon travel policy"
     seen = {}
     for label, docs in (("without", visible), ("with", [*visible, hidden])):
         kb = KnowledgeBase.build(docs)
         plain = kb.retrieve(q, k=3, mode="keyword", principal=staff)
-        private = kb.retrieve(q, k=3, mode="keyword", principal=staff, acl_statistics="per_principal")
+        private = kb.retrieve(
+            q, k=3, mode="keyword", principal=staff, acl_statistics="per_principal"
+        )
         assert all(h.doc_id != "h" for h in plain + private)
-        seen[label] = ([(h.chunk_id, h.relevance) for h in plain], [(h.chunk_id, h.relevance) for h in private])
+        seen[label] = (
+            [(h.chunk_id, h.relevance) for h in plain],
+            [(h.chunk_id, h.relevance) for h in private],
+        )
         ans = kb.answer(q, k=3, mode="keyword", principal=staff, acl_statistics="per_principal")
         seen[label + " confidence"] = ans.confidence
     # Global statistics leak: a hidden document holding "falcon" changes what the caller sees.
-    assert [r for _, r in seen["without"][0]] != pytest.approx([r for _, r in seen["with"][0]], abs=1e-4)
+    assert [r for _, r in seen["without"][0]] != pytest.approx(
+        [r for _, r in seen["with"][0]], abs=1e-4
+    )
     # Per-principal statistics do not: the caller's results are the same with or without it.
     assert [c for c, _ in seen["without"][1]] == [c for c, _ in seen["with"][1]]
-    assert [r for _, r in seen["without"][1]] == pytest.approx([r for _, r in seen["with"][1]], rel=1e-5)
+    assert [r for _, r in seen["without"][1]] == pytest.approx(
+        [r for _, r in seen["with"][1]], rel=1e-5
+    )
     assert seen["without confidence"] == pytest.approx(seen["with confidence"], rel=1e-5)
 
 
@@ -269,6 +288,8 @@ def test_per_principal_scores_equal_an_index_of_the_admitted_rows():
     tokens = tok.tokenize(["alpha beta", "gamma gamma zeta", "nothing"])
     rows, scores, weights = search_masked(full, tokens, 10, mask)
     ref_rows, ref_scores = sub.search_tokens(tokens, 10)
-    np.testing.assert_allclose(np.where(rows >= 0, scores, 0), np.where(ref_rows >= 0, ref_scores, 0), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.where(rows >= 0, scores, 0), np.where(ref_rows >= 0, ref_scores, 0), rtol=1e-5
+    )
     assert (np.where(ref_rows >= 0, sub_rows[np.maximum(ref_rows, 0)], -1) == rows).all()
     np.testing.assert_allclose(weights, sub.query_weights(tokens), rtol=1e-5)

@@ -117,7 +117,9 @@ def test_deletes_never_come_back(kb, tmp_path):
     # Re-adding the id after deleting it is allowed.
     loaded.add([{"id": "leave", "text": "Leave is now requested two days ahead."}])
     hits = loaded.retrieve("leave requested two days ahead", k=100)
-    assert [h.text for h in hits if h.doc_id == "leave"] == ["Leave is now requested two days ahead."]
+    assert [h.text for h in hits if h.doc_id == "leave"] == [
+        "Leave is now requested two days ahead."
+    ]
 
 
 def test_delete_missing_changes_nothing(kb):
@@ -135,7 +137,10 @@ def test_add_then_search_across_segments_equals_fresh_build(docs):
     for doc in extra:
         kb.add([doc])
     fresh = KnowledgeBase.build(
-        docs + extra, window=60, overlap=10, embedder=VocabularyEmbedder(vocabulary=kb.embedder.vocabulary)
+        docs + extra,
+        window=60,
+        overlap=10,
+        embedder=VocabularyEmbedder(vocabulary=kb.embedder.vocabulary),
     )
     for q in ["annual leave", "expense", "年假申请", "password"]:
         a = [(h.doc_id, h.ord, round(h.score, 5)) for h in kb.retrieve(q, k=6)]
@@ -191,7 +196,10 @@ def test_documents_and_dataclass_inputs_agree():
     a = KnowledgeBase.build([Document("x", "hello there", {"title": "T", "k": 1})])
     b = KnowledgeBase.build([{"id": "x", "text": "hello there", "title": "T", "k": 1}])
     ha, hb = a.retrieve("hello", k=1)[0], b.retrieve("hello", k=1)[0]
-    assert _hit_tuples([ha]) == _hit_tuples([hb]) and ha.metadata == hb.metadata == {"title": "T", "k": 1}
+    assert _hit_tuples([ha]) == _hit_tuples([hb]) and ha.metadata == hb.metadata == {
+        "title": "T",
+        "k": 1,
+    }
 
 
 def test_streaming_build_from_generator_in_batches():
@@ -211,7 +219,13 @@ def test_empty_documents_are_skipped_and_all_empty_is_an_error():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"window": 10, "overlap": 10}, {"window": 0}, {"overlap": -1}, {"index": "faiss"}, {"embedder": "x"}],
+    [
+        {"window": 10, "overlap": 10},
+        {"window": 0},
+        {"overlap": -1},
+        {"index": "faiss"},
+        {"embedder": "x"},
+    ],
 )
 def test_bad_build_parameters(kwargs, docs):
     with pytest.raises(ConfigError):
@@ -404,7 +418,11 @@ def test_records_equal_arrow_to_pylist(tmp_path):
         {"id": "a", "text": "alpha " * 80, "title": "A", "updated_at": "2026-01-02", "acl": ["g1"]},
         {"id": "b", "text": "年假 " * 90, "source": "b.md", "metadata": {"team": "hr", "n": 3}},
         {"id": "c", "text": "", "title": None},
-        {"id": "d", "text": "short", "updated_at": dt.datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=dt.timezone.utc)},
+        {
+            "id": "d",
+            "text": "short",
+            "updated_at": dt.datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=dt.timezone.utc),
+        },
     ]
     kb = fastrag.KnowledgeBase.build(docs)
     kb.add([{"id": "e", "text": "echo " * 70, "acl": []}])  # a second segment
@@ -428,6 +446,8 @@ def test_records_of_sliced_segments():
     ]  # fmt: skip
     kb = fastrag.KnowledgeBase.build(docs, window=30, overlap=5)
     batch = kb._corpus.store.segments[0].batch
-    sliced = ChunkStore(kb._corpus.store.dim, [batch.slice(3, batch.num_rows - 5), batch.slice(1, 2)])
+    sliced = ChunkStore(
+        kb._corpus.store.dim, [batch.slice(3, batch.num_rows - 5), batch.slice(1, 2)]
+    )
     rows = np.arange(len(sliced), dtype=np.int64)[::-1].copy()
     assert sliced.records(rows) == sliced.rows(rows).to_pylist()

@@ -82,7 +82,9 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _sources() -> list[Path]:
-    return sorted(p for p in [*PACKAGE.rglob("*.py"), *NATIVE.rglob("*.py")] if "__pycache__" not in p.parts)
+    return sorted(
+        p for p in [*PACKAGE.rglob("*.py"), *NATIVE.rglob("*.py")] if "__pycache__" not in p.parts
+    )
 
 
 def test_imports_only_go_down():
@@ -95,9 +97,13 @@ def test_imports_only_go_down():
         for line, target in _imports(path):
             tlayer = _layer(target)
             if tlayer in ENTRY and target != "fastrag":
-                bad.append(f"{path.relative_to(ROOT)}:{line}: {layer} imports {target} (an entry point)")
+                bad.append(
+                    f"{path.relative_to(ROOT)}:{line}: {layer} imports {target} (an entry point)"
+                )
             elif target == "fastrag" and layer != "__init__":
-                bad.append(f"{path.relative_to(ROOT)}:{line}: {layer} imports the top-level package")
+                bad.append(
+                    f"{path.relative_to(ROOT)}:{line}: {layer} imports the top-level package"
+                )
             elif tlayer not in allowed and tlayer not in ENTRY:
                 bad.append(f"{path.relative_to(ROOT)}:{line}: {layer} imports {target} ({tlayer})")
     assert not bad, "imports that climb a layer:\n" + "\n".join(bad)

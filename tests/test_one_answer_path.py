@@ -40,7 +40,9 @@ def _comparable(answer):
     return fields
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     questions=st.lists(st.sampled_from(QUESTIONS), min_size=1, max_size=6),
     k=st.integers(1, 8),
@@ -53,7 +55,16 @@ def _comparable(answer):
     replace_unfaithful=st.booleans(),
 )
 def test_every_field_of_answer_equals_the_batch(
-    kb, questions, k, mode, group_by, principal, budget, redact, min_faithfulness, replace_unfaithful
+    kb,
+    questions,
+    k,
+    mode,
+    group_by,
+    principal,
+    budget,
+    redact,
+    min_faithfulness,
+    replace_unfaithful,
 ):
     now = dt.datetime(2027, 6, 1, tzinfo=dt.timezone.utc)
     retrieval = RetrievalOptions(mode=mode, group_by=group_by, principal=principal)
@@ -63,7 +74,7 @@ def test_every_field_of_answer_equals_the_batch(
     )  # fmt: skip
     batch = kb.answer_batch(questions, k, retrieval=retrieval, options=options, output="answers")
     table = kb.answer_batch(questions, k, retrieval=retrieval, options=options)
-    for q, got, row in zip(questions, batch, table.to_pylist()):
+    for q, got, row in zip(questions, batch, table.to_pylist(), strict=False):
         single = kb.answer(q, k, retrieval=retrieval, options=options)
         assert _comparable(got) == _comparable(single)
         streamed = [e for e in kb.answer_stream(q, k, retrieval=retrieval, options=options)]
@@ -87,7 +98,9 @@ def test_keyword_shorthand_equals_the_options_objects(kb):
         options=AnswerOptions(budget=200, max_age_days=None),
     )  # fmt: skip
     assert _comparable(a) == _comparable(b)
-    assert kb.retrieve(q, 3, options=RetrievalOptions(mode="vector")) == kb.retrieve(q, 3, mode="vector")
+    assert kb.retrieve(q, 3, options=RetrievalOptions(mode="vector")) == kb.retrieve(
+        q, 3, mode="vector"
+    )
 
 
 def test_unknown_and_misplaced_options_are_errors_naming_them(kb):

@@ -24,8 +24,12 @@ def test_the_options_example_runs():
     import fastrag
 
     block = next(b for b in _blocks("python") if "fastrag.RetrievalOptions(" in b)
-    kb = fastrag.KnowledgeBase.build([{"id": "a", "text": "Leave is requested in HR.", "team": "hr"}])
-    exec(compile(block, "README.md (options)", "exec"), {"fastrag": fastrag, "kb": kb, "q": "leave"})
+    kb = fastrag.KnowledgeBase.build(
+        [{"id": "a", "text": "Leave is requested in HR.", "team": "hr"}]
+    )
+    exec(
+        compile(block, "README.md (options)", "exec"), {"fastrag": fastrag, "kb": kb, "q": "leave"}
+    )
 
 
 def test_examples_use_public_names_only():

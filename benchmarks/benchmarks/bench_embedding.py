@@ -39,5 +39,7 @@ class VocabularyFit:
         self.data, self.offsets = chunks.text_data, chunks.text_offsets
 
     def time_count_and_fit(self, chars):
-        counts = VocabularyEmbedder.count_utf8(self.data, int(self.offsets[0]), int(self.offsets[-1]))
+        counts = VocabularyEmbedder.count_utf8(
+            self.data, int(self.offsets[0]), int(self.offsets[-1])
+        )
         VocabularyEmbedder(1024).fit_counts(counts)

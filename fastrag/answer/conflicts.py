@@ -535,7 +535,9 @@ class LLMConflictCheck:
         try:
             return self._check(chosen)
         except Exception as exc:  # noqa: BLE001 - any failure means the rules
-            log.warning("LLM conflict check failed (%s: %s); using the rules", type(exc).__name__, exc)
+            log.warning(
+                "LLM conflict check failed (%s: %s); using the rules", type(exc).__name__, exc
+            )
             return detect_conflicts(chosen, top=None)
 
     def _check(self, chosen: list[Hit]) -> list[Conflict]:

@@ -36,6 +36,7 @@ __all__ = [
     "merge_hits",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class ContextBlock:
     """One passage of the context, shown to the generator as ``[marker]``.

@@ -72,7 +72,11 @@ class ExtractiveGenerator:
     def __call__(self, question: str, hits: Sequence[Hit]) -> Generation:
         """Answer ``question`` from ``hits`` (see the class docstring)."""
         prompt = build_user_message(question, hits)
-        best = max((h.relevance if h.relevance is not None else h.score) for h in hits) if hits else 0.0
+        best = (
+            max((h.relevance if h.relevance is not None else h.score) for h in hits)
+            if hits
+            else 0.0
+        )
         if not hits or best < self.min_score:
             return Generation(not_found_message(question), False, (), prompt)
         terms = question_terms(question)
@@ -109,12 +113,13 @@ class ExtractiveGenerator:
 
 
 def as_generator(generator: Any) -> Callable[[str, Sequence[Hit]], Generation]:
-    """Wrap ``None`` (the extractive default) or any generator callable into one that returns a Generation."""
+    """A call ``(question, hits) -> Generation`` of ``generator`` (``None``: the extractive one)."""
     if generator is None:
         return ExtractiveGenerator()
     if not callable(generator):
         raise ConfigError(
-            f"generator must be callable as generator(question, hits), got {type(generator).__name__}"
+            "generator must be callable as generator(question, hits), got "
+            f"{type(generator).__name__}"
         )
 
     def call(question: str, hits: Sequence[Hit]) -> Generation:

@@ -83,7 +83,9 @@ class AnswerOptions:
             or not isinstance(self.max_age_days, (int, float))
             or self.max_age_days < 0
         ):
-            raise ConfigError(f"max_age_days must be a number >= 0 or None, got {self.max_age_days!r}")
+            raise ConfigError(
+                f"max_age_days must be a number >= 0 or None, got {self.max_age_days!r}"
+            )
         if (
             isinstance(self.min_faithfulness, bool)
             or not isinstance(self.min_faithfulness, (int, float))

@@ -190,7 +190,9 @@ def finish(
     if flagged and options.replace_unfaithful:
         text, found, citations = not_found_message(prep.question), False, ()
         conf = 0.0
-    prompt = generation.prompt if generation.prompt is not None and generation.model else prep.prompt
+    prompt = (
+        generation.prompt if generation.prompt is not None and generation.model else prep.prompt
+    )
     with timer("audit"):
         digest = audit_digest(
             prep.question,
@@ -233,8 +235,6 @@ def _unredacted(faith: Any, text: str, prep: Prepared) -> Any:
     by_redacted = {prep.scrub(s).strip(): s for s, _ in split_cited(text)}
     claims = tuple(by_redacted.get(c.strip(), c) for c in faith.unsupported)
     return replace(faith, unsupported=claims)
-
-
 
 
 Item = tuple[str, Sequence[Hit], Any, dict[str, float]]
@@ -303,7 +303,9 @@ class AnswerPipeline:
     def __init__(self, redactor: Redactor | None = None) -> None:
         self.redactor = redactor or Redactor()
 
-    def _call(self, generator: Any, options: AnswerOptions) -> tuple[Any, Callable[..., Generation]]:
+    def _call(
+        self, generator: Any, options: AnswerOptions
+    ) -> tuple[Any, Callable[..., Generation]]:
         """The object whose async form (if any) generation may use, and the sync call."""
         if options.schema is not None:
             check_schema_support(ExtractiveGenerator() if generator is None else generator)

@@ -37,8 +37,8 @@ SYSTEM_PROMPT = (
     "of the user's message.\n"
     "- Use only facts stated in those passages. Never add facts, numbers or names they do not "
     "contain, and never guess.\n"
-    "- If the passages do not contain the answer, say so plainly (for example \"The knowledge "
-    "base does not contain this information.\" or \"知识库中没有找到相关信息。\") and stop.\n"
+    '- If the passages do not contain the answer, say so plainly (for example "The knowledge '
+    'base does not contain this information." or "知识库中没有找到相关信息。") and stop.\n'
     "- Cite every passage you use with its marker, such as [1] or [2], right after the "
     "statement it supports.\n"
     "- Answer in the language of the question (Chinese for a Chinese question, English for an "
@@ -72,7 +72,7 @@ def build_messages(question: str, hits: Sequence[Hit]) -> list[dict[str, str]]:
 
 
 def parse_citations(text: str, n_hits: int) -> tuple[int, ...]:
-    """The ``[n]`` markers in ``text`` that point at one of ``n_hits`` hits, in order of first use."""
+    """The ``[n]`` markers of ``text`` naming one of ``n_hits`` hits, in order of first use."""
     seen: dict[int, None] = {}
     for match in _MARKER.finditer(text):
         n = int(match.group(1))

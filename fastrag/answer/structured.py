@@ -173,7 +173,7 @@ def require_jsonschema() -> Any:
     js = _jsonschema()
     if js is None:
         raise ConfigError(
-            'structured answers (schema=) are validated with jsonschema: pip install '
+            "structured answers (schema=) are validated with jsonschema: pip install "
             '"fastrag-engine[schema]"'
         )
     return js

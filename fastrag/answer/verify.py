@@ -109,6 +109,7 @@ def confidence(
 SUPPORT_THRESHOLD = 0.3
 """A sentence with less than this share of its content terms in its sources is unsupported."""
 
+
 @dataclass(frozen=True, slots=True)
 class Faithfulness:
     """How well an answer's sentences are backed by its sources.

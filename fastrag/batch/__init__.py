@@ -1,1 +1,1 @@
-"""Ways in for large runs: answer files (:mod:`.files`), Ray Data (:mod:`.distributed`), evaluation."""
+"""Ways in for large runs: answer files, Ray Data (:mod:`.distributed`), evaluation."""

@@ -260,7 +260,10 @@ def answer_file(
             todo = [q for q in batch if q.index not in writer.done]
             if todo:
                 table = kb.answer_batch(
-                    [q.text for q in todo], k=k, generator=generator, threads=threads,
+                    [q.text for q in todo],
+                    k=k,
+                    generator=generator,
+                    threads=threads,
                     **(answer_options or {}),
                 )
                 table = table.set_column(
@@ -273,7 +276,11 @@ def answer_file(
                 n_err = int(pa.compute.sum(err).as_py() or 0)
                 n_found = int(pa.compute.sum(table.column("found")).as_py() or 0)
                 n_cited = int(
-                    pa.compute.sum(pa.compute.greater(pa.compute.list_value_length(table.column("citations")), 0)).as_py()
+                    pa.compute.sum(
+                        pa.compute.greater(
+                            pa.compute.list_value_length(table.column("citations")), 0
+                        )
+                    ).as_py()
                     or 0
                 )
                 errors += n_err

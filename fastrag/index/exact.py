@@ -442,7 +442,7 @@ def merge_topk(
 
 
 class ExactIndex:
-    """Exact search over the vector blocks of a chunk store (a :class:`~fastrag.index.base.VectorIndex`).
+    """Exact search over a chunk store's vector blocks (a :class:`~fastrag.index.base.VectorIndex`).
 
     Parameters
     ----------
@@ -458,16 +458,16 @@ class ExactIndex:
 
     kind = "exact"
 
-    def __init__(
-        self, blocks: list[np.ndarray], dim: int, alive: np.ndarray | None = None
-    ) -> None:
+    def __init__(self, blocks: list[np.ndarray], dim: int, alive: np.ndarray | None = None) -> None:
         self._blocks = [_check_corpus(b) for b in blocks]
         sizes = [b.shape[0] for b in self._blocks]
         self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
         self.dim = dim
         self.alive = alive
         if alive is not None and alive.shape != (int(self._bases[-1]),):
-            raise ConfigError(f"alive has shape {alive.shape}, the blocks hold {self._bases[-1]} rows")
+            raise ConfigError(
+                f"alive has shape {alive.shape}, the blocks hold {self._bases[-1]} rows"
+            )
 
     @property
     def n_rows(self) -> int:

@@ -79,7 +79,9 @@ def search_masked(
             weight += float(np.float32(idf))
             rows = rows[keep].astype(np.int64)
             tf = tfs[lo:hi][keep].astype(np.float32)
-            norm = np.float32(k1) * (np.float32(1.0 - b) + np.float32(b) * doc_len[rows] / np.float32(avgdl))
+            norm = np.float32(k1) * (
+                np.float32(1.0 - b) + np.float32(b) * doc_len[rows] / np.float32(avgdl)
+            )
             rows_parts.append(rows)
             score_parts.append(np.float32(idf) * (tf / (tf + norm)))
         weights[q] = weight

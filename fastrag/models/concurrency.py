@@ -113,7 +113,11 @@ def _has_async(generator: Any) -> bool:
 
 
 def _check_concurrency(max_concurrency: Any) -> None:
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+    if (
+        isinstance(max_concurrency, bool)
+        or not isinstance(max_concurrency, int)
+        or max_concurrency < 1
+    ):
         raise ConfigError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
 
 

@@ -104,7 +104,9 @@ def live_blocks(store: ChunkStore) -> list[tuple[np.ndarray, np.ndarray]]:
     out = []
     for s in store.segments:
         keep = s.alive
-        out.append((s.vectors, s.chunk_ids) if keep is None else (s.vectors[keep], s.chunk_ids[keep]))
+        out.append(
+            (s.vectors, s.chunk_ids) if keep is None else (s.vectors[keep], s.chunk_ids[keep])
+        )
     return out
 
 
@@ -123,7 +125,11 @@ def _embed(embedder: Any, threads: int | None) -> Callable[[Chunks, np.ndarray |
 
 
 def _index_keywords(
-    keyword: BM25Index | None, documents: BM25Index | None, batch: Any, overlap: int, threads: int | None
+    keyword: BM25Index | None,
+    documents: BM25Index | None,
+    batch: Any,
+    overlap: int,
+    threads: int | None,
 ) -> None:
     if keyword is None or documents is None:
         return
@@ -239,7 +245,10 @@ def add_documents(
     pending = list(chunk_batches(docs, chunker, threads=threads, seen=fresh))
     dim = corpus.store.dim if utf8_embedder(corpus.embedder) is not None else None
     batch = assemble(
-        pending, _embed(corpus.embedder, threads), dim=dim, first_chunk_id=corpus.store.next_chunk_id
+        pending,
+        _embed(corpus.embedder, threads),
+        dim=dim,
+        first_chunk_id=corpus.store.next_chunk_id,
     )
     if batch is None:
         return corpus, 0
@@ -298,11 +307,17 @@ def compact(corpus: Corpus, hnsw: HnswConfig, *, threads: int | None = None) -> 
     store = old.compacted()
     keyword = corpus.keyword.compact(keep, threads=threads) if corpus.keyword is not None else None
     documents = (
-        corpus.documents.compact(keep_docs, threads=threads) if corpus.documents is not None else None
+        corpus.documents.compact(keep_docs, threads=threads)
+        if corpus.documents is not None
+        else None
     )
     graph = corpus.graph
-    if graph is not None and graph.n_deleted >= COMPACT_GRAPH_SHARE * max(1, len(graph) + graph.n_deleted):
-        graph = build_graph(live_blocks(store), store.dim, hnsw, capacity=len(store), threads=threads)
+    if graph is not None and graph.n_deleted >= COMPACT_GRAPH_SHARE * max(
+        1, len(graph) + graph.n_deleted
+    ):
+        graph = build_graph(
+            live_blocks(store), store.dim, hnsw, capacity=len(store), threads=threads
+        )
     return _next(corpus, store, graph=graph, keyword=keyword, documents=documents), dead
 
 

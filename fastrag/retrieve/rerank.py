@@ -126,5 +126,7 @@ def _parse_scores(text: Any) -> dict[int, float]:
                 raise ModelResponseError(f"relevance_score {score} outside [0, 1]")
             scores[int(item["chunk_id"])] = score
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ModelResponseError(f"the reranker's reply is malformed: {type(exc).__name__}: {exc}") from exc
+        raise ModelResponseError(
+            f"the reranker's reply is malformed: {type(exc).__name__}: {exc}"
+        ) from exc
     return scores

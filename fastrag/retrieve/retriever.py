@@ -179,7 +179,9 @@ class Retriever:
             # The rule-based rewrite feeds the keyword legs only: nothing to do.
             return [RewrittenQuery(original=q, text=q, keywords=q) for q in questions]
         if redact and isinstance(rewriter, LLMRewriter):
-            rewriter = dataclasses.replace(rewriter, chat=redacting_chat(rewriter.chat, self.redactor))
+            rewriter = dataclasses.replace(
+                rewriter, chat=redacting_chat(rewriter.chat, self.redactor)
+            )
         return [rewriter(q) for q in questions]
 
     def rerank(
@@ -230,7 +232,8 @@ class Retriever:
         mode = check_mode(cfg.mode if options.mode is None else options.mode)
         if mode != "vector" and corpus.keyword is None:
             raise ConfigError(
-                f"mode {mode!r} needs the keyword index: build with keyword=True, or use mode='vector'"
+                f"mode {mode!r} needs the keyword index: build with keyword=True, "
+                "or use mode='vector'"
             )
         store = corpus.store
         n_rows = store.n_rows
@@ -238,7 +241,9 @@ class Retriever:
         k = min(k, n_rows)
         if k == 0 or m == 0:
             empty = np.full((m, 0), -1, dtype=np.int64)
-            return Ranked(empty, np.zeros((m, 0), np.float32), np.zeros((m, 0), np.float32), queries, mode)
+            return Ranked(
+                empty, np.zeros((m, 0), np.float32), np.zeros((m, 0), np.float32), queries, mode
+            )
         # One thread scope for the whole call: the kernels inside then find the count
         # they need already set (small corpora: one thread, no switch per kernel).
         with _threads(options.threads, work=n_rows * store.dim * 4 * m):
@@ -313,7 +318,9 @@ class Retriever:
                 assert mask is not None
                 key_rows, key_scores, key_weight = search_masked(keyword, tokens, width, mask)
             else:
-                key_rows, key_scores = keyword.search_tokens(tokens, width, mask=mask, threads=threads)
+                key_rows, key_scores = keyword.search_tokens(
+                    tokens, width, mask=mask, threads=threads
+                )
                 key_weight = keyword.query_weights(tokens)
             documents = corpus.documents
             if mode == "hybrid" and documents is not None and cfg.document_weight > 0:

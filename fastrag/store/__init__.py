@@ -1,4 +1,4 @@
-"""The store layer: Arrow chunk segments, snapshots and the manifest, documents, ingestion, sources."""
+"""The store layer: Arrow chunk segments, snapshots, the manifest, documents, ingestion, sources."""
 
 from .chunks import ChunkStore
 from .ingest import BuildProgress

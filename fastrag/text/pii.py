@@ -353,7 +353,7 @@ class Redactor:
 
 
 EDGE_DIGITS = 5
-"""Digits in a run at a cut edge of a window from which it is taken for a fragment of an identifier."""
+"""Digits of a run at a cut window edge from which it is taken for a fragment of an identifier."""
 
 PARTIAL_NUMBER = "PARTIAL_NUMBER"
 """Type name of a digit run at a cut window edge (placeholder ``[NUMBER]``)."""

@@ -129,7 +129,7 @@ def _translation(lowercase: bool) -> dict[int, int]:
     """``str.translate`` table doing what the fold table does."""
     fold = _fold(lowercase)
     changed = np.flatnonzero(fold != np.arange(fold.size))
-    return dict(zip(changed.tolist(), fold[changed].tolist()))
+    return dict(zip(changed.tolist(), fold[changed].tolist(), strict=False))
 
 
 def _hash_strings(strings: Sequence[str]) -> np.ndarray:
@@ -391,13 +391,13 @@ class Tokenizer:
             pos = first[missing]
             texts = [
                 data[s:e].tobytes().decode("utf-8", "replace").translate(table)
-                for s, e in zip(starts[pos].tolist(), ends[pos].tolist())
+                for s, e in zip(starts[pos].tolist(), ends[pos].tolist(), strict=False)
             ]
             stems = self._stem(texts)
             stem_hashes = _hash_strings(stems).tolist()
             if len(cache) > 2_000_000:  # bound the memory of a long-running service
                 cache.clear()
-            for j, h in zip(missing, stem_hashes):
+            for j, h in zip(missing, stem_hashes, strict=False):
                 cache[keys[j]] = h
                 mapped[j] = h
         return _kernels.replace_words(hashes, inverse, np.array(mapped, dtype=np.uint64))
@@ -406,7 +406,7 @@ class Tokenizer:
         """Stem words longer than two characters (shorter ones are kept)."""
         with self._stem_lock:
             stems = self._stemmer.stemWords(words)
-        return [s if len(w) > 2 and s else w for w, s in zip(words, stems)]
+        return [s if len(w) > 2 and s else w for w, s in zip(words, stems, strict=False)]
 
     def tokens(self, text: str) -> list[str]:
         """Return the tokens of one text as strings (slow; for inspection and comparisons).
@@ -453,7 +453,7 @@ class Tokenizer:
         classes = _classes()
         cjk = _kernels.CJK
         strings = []
-        for s, e, kind in zip(starts.tolist(), ends.tolist(), kinds.tolist()):
+        for s, e, kind in zip(starts.tolist(), ends.tolist(), kinds.tolist(), strict=False):
             text = data[s:e].tobytes().decode("utf-8", "replace")
             if kind == 1:
                 strings.append(text.translate(table))
@@ -463,7 +463,7 @@ class Tokenizer:
         if self._stemmer is not None:
             words = [i for i, k in enumerate(kinds.tolist()) if k == 1]
             stems = self._stem([strings[i] for i in words])
-            for i, s in zip(words, stems):
+            for i, s in zip(words, stems, strict=False):
                 strings[i] = s
         bounds = tok_offsets.tolist()
         return [strings[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
