@@ -16,7 +16,7 @@ import pyarrow as pa
 from ._fs import sha256_file
 from ._native import fusion as _fusion_kernels
 from ._native import topk as _topk_kernels
-from ._native.chunking import join_windows
+from ._native.structure import join_chunks
 from ._threads import threads as _threads
 from .answer.generate import Generator, as_generator
 from .answer.pipeline import check_options, finish, is_model_bound, prepare
@@ -191,6 +191,7 @@ class KnowledgeBase:
         *,
         window: int = 200,
         overlap: int = 40,
+        chunking: str = "windows",
         embedder: Embedder | None = None,
         index: str = "exact",
         hnsw: HnswConfig | dict[str, Any] | None = None,
@@ -212,6 +213,11 @@ class KnowledgeBase:
             a large corpus is never held in memory whole.
         window, overlap : int
             Chunk size and overlap, in characters (``window > overlap >= 0``).
+        chunking : {"windows", "structure"}, default "windows"
+            Fixed overlapping windows, or structure-aware chunks: whole
+            headings, paragraphs, list items and table rows packed up to
+            ``window`` characters, each chunk with its heading path as
+            ``section`` (see :class:`~fastrag.text.chunking.Chunker`).
         embedder : Embedder, optional
             Default: a :class:`~fastrag.VocabularyEmbedder` fitted on the chunks.
             An unfitted ``VocabularyEmbedder`` is fitted on the chunks too.
@@ -243,7 +249,7 @@ class KnowledgeBase:
         KnowledgeBase
             In memory; :meth:`save` writes it to disk.
         """
-        chunker = Chunker(window=window, overlap=overlap)
+        chunker = Chunker(window=window, overlap=overlap, mode=chunking)
         index = _check_index(index, allow_auto=True)
         hnsw_config = _hnsw_config(hnsw)
         emb = VocabularyEmbedder() if embedder is None else embedder
@@ -287,7 +293,7 @@ class KnowledgeBase:
             tok = tokenizer or Tokenizer(stem="porter")
             bm25, doc_bm25 = BM25Index(tok), BM25Index(tok)
             for seg in store.segments:
-                _index_keywords(seg.batch, chunker.overlap, bm25, doc_bm25, threads)
+                _index_keywords(seg.batch, bm25, doc_bm25, threads)
         kind, graph, auto = _choose_index(store, index, hnsw_config, threads)
         if progress is not None:
             progress(BuildProgress("done", n_docs, n_chunks, n_bytes, time.perf_counter() - t0))
@@ -350,7 +356,7 @@ class KnowledgeBase:
             # failure of a later one leaves the earlier with rows nothing ever
             # points at, which is harmless and undone by the next compaction.
             if self._bm25 is not None and self._doc_bm25 is not None:
-                _index_keywords(batch, self._chunker.overlap, self._bm25, self._doc_bm25, threads)
+                _index_keywords(batch, self._bm25, self._doc_bm25, threads)
             if self._hnsw is not None:
                 self._hnsw.add(vectors, labels, threads=threads)
             self._store.append(batch)
@@ -433,7 +439,7 @@ class KnowledgeBase:
             "fastrag_version": __version__,
             "dim": self._store.dim,
             "embedder": self._embedder.config(),
-            "chunking": {"window": self._chunker.window, "overlap": self._chunker.overlap},
+            "chunking": self._chunker.config(),
             "index": index,
             "keyword": None if self._bm25 is None else self._bm25.config(),
             "retrieval": self._retrieval.to_dict(),
@@ -565,7 +571,11 @@ class KnowledgeBase:
         kb = cls(
             store=store,
             embedder=emb,
-            chunker=Chunker(window=int(chunking["window"]), overlap=int(chunking["overlap"])),
+            chunker=Chunker(
+                window=int(chunking["window"]),
+                overlap=int(chunking["overlap"]),
+                mode=str(chunking.get("mode", "windows")),
+            ),
             index=index_info["type"],
             hnsw=graph,
             hnsw_config=hnsw_config,
@@ -1378,6 +1388,7 @@ class KnowledgeBase:
             "text_bytes": text_bytes,
             "window": self._chunker.window,
             "overlap": self._chunker.overlap,
+            "chunking": self._chunker.mode,
             "embedder": {k: v for k, v in self._embedder.config().items() if k != "vocabulary"},
             "index": self._index,
             "hnsw": None if self._hnsw is None else {**self._hnsw_config.to_dict(), "elements": len(self._hnsw), "deleted": self._hnsw.n_deleted},
@@ -1429,7 +1440,7 @@ def _lookup(rows: np.ndarray, keys: np.ndarray, values: np.ndarray, default: flo
 
 
 def _index_keywords(
-    batch: pa.RecordBatch, overlap: int, bm25: BM25Index, doc_bm25: BM25Index, threads: int | None
+    batch: pa.RecordBatch, bm25: BM25Index, doc_bm25: BM25Index, threads: int | None
 ) -> None:
     """Add a segment's chunks to the chunk keyword index and its documents to the document one."""
     data, offsets = utf8_buffers(batch.column("text"))
@@ -1439,7 +1450,9 @@ def _index_keywords(
         return
     starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
     doc_starts = np.append(starts, codes.size).astype(np.int64)
-    doc_data, doc_offsets = join_windows(data, offsets, doc_starts, overlap)
+    starts = batch.column("start").to_numpy(zero_copy_only=False)
+    ends = batch.column("end").to_numpy(zero_copy_only=False)
+    doc_data, doc_offsets = join_chunks(data, offsets, starts, ends, doc_starts)
     doc_bm25.add(doc_data, doc_offsets, threads=threads)
 
 
@@ -1553,6 +1566,12 @@ def _assemble(
     chunk_ord = np.empty(n, dtype=np.int32)
     chunk_start = np.empty(n, dtype=np.int64)
     chunk_end = np.empty(n, dtype=np.int64)
+    sections = [p.chunks.section_array() for p in pending if len(p.chunks)]
+    section = (
+        pa.chunked_array(sections).unify_dictionaries().combine_chunks()
+        if sections and all(a is not None for a in sections)
+        else None
+    )
     row = byte = docs = 0
     for p in pending:
         c = p.chunks
@@ -1585,4 +1604,5 @@ def _assemble(
         updated_at=docs_field("updated_at"),
         acl=docs_field("acl"),
         metadata=docs_field("metadata"),
+        section=section,
     )
