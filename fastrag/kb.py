@@ -50,6 +50,7 @@ from .retrieve.options import RetrievalConfig, check_mode, vector_weight_for
 from .retrieve.rerank import LLMReranker, Reranker, apply_reranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .store.chunks import ChunkStore, build_batch, metadata_of
+from .store.sync import SyncPlan, plan_sync, stored_documents
 from .store.documents import DocBatch, iter_batches
 from .store.snapshots import (
     SnapshotInfo,
@@ -324,22 +325,28 @@ class KnowledgeBase:
             return kind
 
     # -- updates ---------------------------------------------------------------
-    def add(self, docs: Iterable[Any], *, threads: int | None = None) -> int:
+    def add(
+        self, docs: Iterable[Any], *, replace: Iterable[str] = (), threads: int | None = None
+    ) -> int:
         """Add documents; return the number of chunks added.
 
         Every document is validated, chunked and embedded before anything
         changes: on any error the knowledge base is exactly as it was.
         Ids already in the knowledge base raise
-        :class:`~fastrag.errors.DuplicateDocumentError` (delete them first to
-        replace them). Characters outside a vocabulary embedder's vocabulary
-        are ignored. The keyword and HNSW indexes are updated too.
+        :class:`~fastrag.errors.DuplicateDocumentError` unless listed in
+        ``replace``: the documents of those ids are deleted in the same step,
+        once the new ones are ready (so a failure loses none of them).
+        Characters outside a vocabulary embedder's vocabulary are ignored.
+        The keyword and HNSW indexes are updated too.
         """
         with self._lock:
             index = self._store.doc_index()
+            removed = [d for d in dict.fromkeys(replace) if d in index]
+            replaced = set(removed)
             pending = []
             for batch in iter_batches(docs):
                 for doc_id in batch.ids:
-                    if doc_id in index:
+                    if doc_id in index and doc_id not in replaced:
                         raise DuplicateDocumentError(
                             f"document id {doc_id!r} is already in the knowledge base; delete it "
                             "first to replace it"
@@ -349,6 +356,8 @@ class KnowledgeBase:
                 pending, self._embedder, first_chunk_id=self._store.next_chunk_id, threads=threads
             )
             if batch is None:
+                if removed:
+                    self._delete_present(removed)
                 return 0
             vectors = np.asarray(batch.column("vector").values).reshape(batch.num_rows, -1)
             labels = batch.column("chunk_id").to_numpy()
@@ -359,6 +368,8 @@ class KnowledgeBase:
                 _index_keywords(batch, self._bm25, self._doc_bm25, threads)
             if self._hnsw is not None:
                 self._hnsw.add(vectors, labels, threads=threads)
+            if removed:
+                self._delete_present(removed)
             self._store.append(batch)
             self._dirty = True
             return batch.num_rows
@@ -390,15 +401,66 @@ class KnowledgeBase:
                 raise DocumentNotFoundError(
                     f"{len(missing)} document id(s) not in the knowledge base: {shown}"
                 )
-            present = [d for d in ids if d in index]
-            spans = [index[d] for d in present]
-            if self._hnsw is not None and spans:
-                rows = np.concatenate([np.arange(sp.start, sp.start + sp.count) for sp in spans])
-                self._hnsw.mark_deleted(self._store.chunk_ids()[rows])
-            killed = self._store.delete_docs(present)
-            if killed:
-                self._dirty = True
-            return killed
+            return self._delete_present([d for d in ids if d in index])
+
+    def _delete_present(self, present: list[str]) -> int:
+        """Tombstone stored documents (ids known to be live); the writer's lock is held."""
+        index = self._store.doc_index()
+        spans = [index[d] for d in present]
+        if self._hnsw is not None and spans:
+            rows = np.concatenate([np.arange(sp.start, sp.start + sp.count) for sp in spans])
+            self._hnsw.mark_deleted(self._store.chunk_ids()[rows])
+        killed = self._store.delete_docs(present)
+        if killed:
+            self._dirty = True
+        return killed
+
+    def sync(
+        self,
+        documents: Iterable[Any],
+        *,
+        delete_missing: bool = True,
+        on_error: Callable[[Any, str], None] | None = None,
+        threads: int | None = None,
+    ) -> SyncPlan:
+        """Make the knowledge base hold exactly ``documents``: add, replace, delete what changed.
+
+        Parameters
+        ----------
+        documents : iterable
+            Documents (dicts, :class:`~fastrag.Document`), or sources from
+            :func:`fastrag.store.loaders.resolve_sources` (a file is hashed,
+            and parsed only when its hash changed).
+        delete_missing : bool, default True
+            Delete stored documents that ``documents`` no longer yields;
+            False only adds and replaces.
+        on_error : callable, optional
+            ``on_error(source, reason)`` for a file that cannot be read; its
+            stored documents are kept. Without it the error is raised.
+        threads : int, optional
+            Threads for chunking and embedding.
+
+        Returns
+        -------
+        SyncPlan
+            What was added, replaced, deleted and left unchanged, by origin.
+
+        Notes
+        -----
+        Documents are compared by their ``origin_sha256`` metadata (set by
+        the loaders; computed from id, text and metadata for a document
+        without one, and stored with it). Every change is applied in one
+        :meth:`add` with ``replace``: on any error nothing changes, and a
+        saved knowledge base keeps its current snapshot until :meth:`save`.
+        """
+        with self._lock:
+            plan = plan_sync(
+                stored_documents(self._store), documents,
+                delete_missing=delete_missing, on_error=on_error,
+            )  # fmt: skip
+            if plan.changed:
+                self.add(plan.documents(), replace=plan.removed_ids(), threads=threads)
+            return plan
 
     def compact(self, *, threads: int | None = None) -> int:
         """Drop deleted chunks for good; return how many were dropped.

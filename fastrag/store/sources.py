@@ -1,11 +1,8 @@
 """Read documents and questions from files.
 
-Documents: ``.txt`` / ``.md`` / ``.markdown`` / ``.rst`` (one document per
-file), ``.jsonl`` (one object per line with ``id`` (or BEIR's ``_id``),
-``text`` and any metadata), ``.csv`` (a header row with ``text`` and
-optionally ``id`` and metadata columns), and folders, searched recursively.
-Everything streams: no file is read whole into memory except a single text
-document.
+Documents come from :mod:`fastrag.store.loaders` (one loader per format:
+text and Markdown, JSON Lines, CSV, PDF, HTML, Word, database rows); the
+functions here are the file-level entry points the CLI and older callers use.
 
 Questions: ``.txt`` (one per line), ``.jsonl`` (``question`` or ``text``,
 optional ``id``), ``.csv`` (same columns) or ``.parquet`` (same columns).
@@ -15,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,9 @@ from typing import Any
 import orjson
 
 from ..errors import DocumentError, StoreNotFoundError
+from .loaders import DOCUMENT_SUFFIXES, OnError, load_documents
+from .loaders.jsonl import read_jsonl
+from .loaders.plain import SUFFIXES as TEXT_SUFFIXES
 
 __all__ = [
     "DOCUMENT_SUFFIXES",
@@ -36,63 +36,6 @@ __all__ = [
     "read_text_folder",
 ]
 
-TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
-DOCUMENT_SUFFIXES = TEXT_SUFFIXES + (".jsonl", ".csv")
-
-OnError = Callable[[Path, str], None]
-
-
-def _raise(path: Path, reason: str) -> None:
-    raise DocumentError(f"{path}: {reason}")
-
-
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Stream documents from a JSON Lines file (one object with ``id`` and ``text`` a line).
-
-    BEIR-style ``_id`` is accepted for ``id``; other fields are metadata.
-    """
-    path = Path(path)
-    with open(path, "rb") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise DocumentError(f"{path}:{lineno}: not valid JSON: {exc}") from exc
-            if not isinstance(obj, dict):
-                raise DocumentError(f"{path}:{lineno}: expected a JSON object")
-            if "id" not in obj and "_id" in obj:
-                obj["id"] = obj.pop("_id")
-            yield obj
-
-
-def _read_csv(path: Path) -> Iterator[dict[str, Any]]:
-    csv.field_size_limit(sys.maxsize)
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None or "text" not in reader.fieldnames:
-            raise DocumentError(f"{path}: a CSV of documents needs a header row with a 'text' column")
-        for rowno, row in enumerate(reader, 2):
-            doc: dict[str, Any] = {k: v for k, v in row.items() if k is not None and v != ""}
-            doc.setdefault("text", "")
-            if not doc.get("id"):
-                doc["id"] = f"{path.name}:{rowno}"
-            yield doc
-
-
-def _read_text(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
-    yield {"id": doc_id, "text": path.read_text(encoding="utf-8"), "title": path.stem, "source": str(path)}
-
-
-def _file_documents(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return read_jsonl(path)
-    if suffix == ".csv":
-        return _read_csv(path)
-    return _read_text(path, doc_id)
-
 
 def iter_documents(
     paths: Iterable[str | Path], *, on_error: OnError | None = None
@@ -104,39 +47,18 @@ def iter_documents(
     paths : iterable of str or Path
         Files (any of :data:`DOCUMENT_SUFFIXES`) and folders.
     on_error : callable, optional
-        ``on_error(path, reason)`` for a file that cannot be read or decoded;
+        ``on_error(path, reason)`` for a file that cannot be read or parsed;
         the file is skipped and the others are still read. Without it such a
-        file raises :class:`~fastrag.errors.DocumentError` naming it.
+        file raises :class:`~fastrag.errors.SourceError` naming it.
 
     Yields
     ------
     dict
         Documents with ``id`` and ``text`` (a text file's id is its path
-        relative to the folder it was found in, or its name).
+        relative to the folder it was found in, or its name), ``origin`` and
+        ``origin_sha256`` (see :mod:`fastrag.store.loaders`).
     """
-    report = on_error or _raise
-    for raw in paths:
-        root = Path(raw)
-        if root.is_dir():
-            files = sorted(p for p in root.rglob("*") if p.is_file())
-            files = [(p, p.relative_to(root).as_posix()) for p in files]
-            files = [(p, i) for p, i in files if p.suffix.lower() in DOCUMENT_SUFFIXES]
-        elif root.is_file():
-            files = [(root, root.name)]
-        else:
-            raise StoreNotFoundError(f"{root}: no such file or folder")
-        for path, doc_id in files:
-            if path.suffix.lower() not in DOCUMENT_SUFFIXES:
-                report(path, f"unsupported file type {path.suffix!r} (use {', '.join(DOCUMENT_SUFFIXES)})")
-                continue
-            try:
-                yield from _file_documents(path, doc_id)
-            except UnicodeDecodeError as exc:
-                report(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
-            except OSError as exc:
-                report(path, f"cannot be read: {exc.strerror or exc}")
-            except DocumentError as exc:
-                report(path, str(exc).removeprefix(f"{path}: "))
+    return load_documents(list(paths), on_error=on_error)
 
 
 def read_text_folder(path: str | Path) -> Iterator[dict[str, Any]]:

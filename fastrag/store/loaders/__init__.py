@@ -1,0 +1,303 @@
+"""Loaders: files, pages and database rows turned into documents with metadata.
+
+One module per format, each a ``load(path, doc_id)`` that yields document
+dicts (``id``, ``text``, metadata):
+
+========================  ===========================  ==============
+format                    module                       extra
+========================  ===========================  ==============
+.txt .md .markdown .rst   :mod:`.plain`                (core)
+.jsonl                    :mod:`.jsonl`                (core)
+.csv                      :mod:`.table`                (core)
+.pdf                      :mod:`.pdf`                  ``pdf``
+.html .htm                :mod:`.web`                  ``html``
+.docx                     :mod:`.word`                 ``docx``
+database rows             :mod:`.sql`                  (SQLite) / ``sql``
+========================  ===========================  ==============
+
+Files are found by :func:`iter_sources` (folders recursively, in sorted
+order) as :class:`FileSource` objects, so a caller can hash a file without
+parsing it (:meth:`FileSource.sha256`) and parse it only when it changed:
+that is how incremental re-indexing (:mod:`fastrag.store.sync`) avoids
+re-reading unchanged files. Every document a loader yields records where it
+came from: ``origin`` (the file's path, or the database URL without its
+password) and ``origin_sha256`` (the file's SHA-256, or the row's).
+
+:func:`load_documents` is the one-call entry point (``fastrag.load_documents``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+
+from ...errors import DocumentError, MissingDependencyError, SourceError, StoreNotFoundError
+from . import jsonl, pdf, plain, sql, table, web, word
+
+__all__ = [
+    "DOCUMENT_SUFFIXES",
+    "FileSource",
+    "OnError",
+    "SqlSource",
+    "iter_sources",
+    "load_documents",
+    "load_source",
+    "resolve_sources",
+    "row_sha256",
+]
+
+_LOADERS: dict[str, ModuleType] = {
+    suffix: module for module in (plain, jsonl, table, pdf, web, word) for suffix in module.SUFFIXES
+}
+DOCUMENT_SUFFIXES: tuple[str, ...] = tuple(_LOADERS)
+"""File suffixes a loader reads."""
+
+OnError = Callable[[Path | str, str], None]
+"""``on_error(source, reason)``: told about a source that was skipped."""
+
+
+def _raise(source: Path | str, reason: str) -> None:
+    raise SourceError(f"{source}: {reason}")
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def row_sha256(doc: dict[str, Any]) -> str:
+    """SHA-256 of a document's id, text and metadata (canonical JSON, keys sorted)."""
+    payload = orjson.dumps(
+        {k: v for k, v in doc.items() if k != "origin_sha256"},
+        option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
+        default=str,
+    )
+    return hashlib.sha256(payload).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class FileSource:
+    """One file that a loader reads.
+
+    Attributes
+    ----------
+    path : Path
+        The file, as found.
+    doc_id : str
+        Id of its document (for formats with one document per file): the
+        path relative to the folder searched, or the file's name.
+    """
+
+    path: Path
+    doc_id: str
+
+    @property
+    def origin(self) -> str:
+        """What the file's documents record as ``origin``: the path as given."""
+        return str(self.path)
+
+    def sha256(self) -> str:
+        """SHA-256 of the file's bytes (reads it, parses nothing)."""
+        return _sha256_file(self.path)
+
+    def load(self, sha256: str | None = None) -> Iterator[dict[str, Any]]:
+        """Yield the file's documents, each with ``origin`` and ``origin_sha256``.
+
+        Parameters
+        ----------
+        sha256 : str, optional
+            The file's hash if already computed.
+
+        Raises
+        ------
+        SourceError
+            The file cannot be read or parsed (the message names it).
+        MissingDependencyError
+            The format's optional package is not installed.
+        """
+        digest = sha256 or self.sha256()
+        module = _LOADERS[self.path.suffix.lower()]
+        try:
+            for doc in module.load(self.path, self.doc_id):
+                doc.setdefault("source", self.origin)
+                doc["origin"] = self.origin
+                doc["origin_sha256"] = digest
+                yield doc
+        except (SourceError, MissingDependencyError):
+            raise
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        except OSError as exc:
+            raise SourceError(f"{self.path}: cannot be read: {exc.strerror or exc}") from exc
+        except DocumentError as exc:
+            raise SourceError(f"{self.path}: {str(exc).removeprefix(f'{self.path}: ')}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class SqlSource:
+    """The rows of a query against a database (see :func:`~fastrag.store.loaders.sql.load_sql`)."""
+
+    url: str
+    query: str
+    since: Any = None
+    """Fetch only rows newer than this; ``"last"``: newer than the newest already stored
+    (resolved by :func:`~fastrag.store.sync.plan_sync`; everything when loaded directly)."""
+
+    @property
+    def origin(self) -> str:
+        """The URL without its password."""
+        return sql.safe_url(self.url)
+
+    def load(self) -> Iterator[dict[str, Any]]:
+        """Yield one document per row, each with ``origin`` and ``origin_sha256`` (the row's hash)."""
+        origin = self.origin
+        since = None if self.since == "last" else self.since
+        for doc in sql.load_sql(self.url, self.query, since=since):
+            doc.setdefault("source", origin)
+            doc["origin"] = origin
+            doc["origin_sha256"] = row_sha256(doc)
+            yield doc
+
+
+def iter_sources(
+    paths: Iterable[str | Path], *, on_error: OnError | None = None
+) -> Iterator[FileSource]:
+    """Find the files to load under files and folders (folders recursively, sorted).
+
+    Parameters
+    ----------
+    paths : iterable of str or Path
+        Files and folders.
+    on_error : callable, optional
+        Told about a named file of an unsupported type (files of other
+        types inside folders are passed over silently); without it that
+        raises :class:`~fastrag.errors.SourceError`.
+
+    Raises
+    ------
+    StoreNotFoundError
+        A path does not exist.
+    """
+    report = on_error or _raise
+    for raw in paths:
+        root = Path(raw)
+        if root.is_dir():
+            for p in sorted(q for q in root.rglob("*") if q.is_file()):
+                if p.suffix.lower() in _LOADERS:
+                    yield FileSource(p, p.relative_to(root).as_posix())
+        elif root.is_file():
+            if root.suffix.lower() in _LOADERS:
+                yield FileSource(root, root.name)
+            else:
+                report(root, f"unsupported file type {root.suffix!r} (use {', '.join(DOCUMENT_SUFFIXES)})")
+        elif root.exists():
+            report(root, "not a regular file or folder")
+        else:
+            raise StoreNotFoundError(f"{root}: no such file or folder")
+
+
+def load_documents(
+    path_or_url: str | Path | Iterable[str | Path],
+    *,
+    query: str | None = None,
+    since: Any = None,
+    on_error: OnError | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Load documents from files, folders or a database.
+
+    Parameters
+    ----------
+    path_or_url : str, Path or iterable of them
+        Files and folders (``.txt .md .markdown .rst .jsonl .csv .pdf .html
+        .htm .docx``; folders searched recursively), or database URLs
+        (``sqlite:///repairs.db``; any SQLAlchemy URL with the ``sql`` extra).
+    query : str, optional
+        For a database: the ``SELECT`` whose rows become documents (``id``
+        and ``text`` columns required, other columns metadata).
+    since : datetime or str, optional
+        For a database: only rows whose ``updated_at`` is newer.
+    on_error : callable, optional
+        ``on_error(source, reason)`` for a file that cannot be read or
+        parsed: it is skipped (nothing of it is yielded) and the others are
+        loaded. Without it such a file raises :class:`~fastrag.errors.SourceError`.
+        A database query that fails always raises.
+
+    Yields
+    ------
+    dict
+        Documents (``id``, ``text``, metadata, ``origin``, ``origin_sha256``),
+        ready for :meth:`KnowledgeBase.build`, ``add`` or ``sync``.
+
+    Examples
+    --------
+    >>> docs = fastrag.load_documents("manuals/")                        # doctest: +SKIP
+    >>> rows = fastrag.load_documents("sqlite:///repairs.db",
+    ...     query="SELECT id, solution_text AS text, fault_code FROM repair_records")  # doctest: +SKIP
+    """
+    for source in resolve_sources(path_or_url, query=query, since=since, on_error=on_error):
+        yield from load_source(source, on_error=on_error)
+
+
+def resolve_sources(
+    path_or_url: str | Path | Iterable[str | Path],
+    *,
+    query: str | None = None,
+    since: Any = None,
+    on_error: OnError | None = None,
+) -> Iterator[FileSource | SqlSource]:
+    """The sources named by paths and URLs (see :func:`load_documents`), none read yet."""
+    items = [path_or_url] if isinstance(path_or_url, (str, Path)) else list(path_or_url)
+    for item in items:
+        if isinstance(item, str) and sql.is_database_url(item):
+            if query is None:
+                raise SourceError(f"{sql.safe_url(item)}: a database source needs a query (--query)")
+            yield SqlSource(item, query, since)
+        else:
+            yield from iter_sources([item], on_error=on_error)
+
+
+_STREAMED = jsonl.SUFFIXES + table.SUFFIXES
+"""Formats of many documents a file, read as a stream (a file is never held whole)."""
+
+
+def load_source(
+    source: FileSource | SqlSource, *, on_error: OnError | None = None, sha256: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """Yield a source's documents; a file that fails is reported and skipped.
+
+    A file of one document (or one per page) is read completely before its
+    first document is yielded, so one that fails adds nothing. JSON Lines and
+    CSV files stream; one that fails halfway is reported with the number of
+    documents that came before the failure. Database rows stream; a failing
+    query always raises.
+    """
+    if isinstance(source, SqlSource):
+        yield from source.load()
+        return
+    streamed = source.path.suffix.lower() in _STREAMED
+    n = 0
+    try:
+        if streamed:
+            for doc in source.load(sha256):
+                yield doc
+                n += 1
+            return
+        docs = list(source.load(sha256))
+    except (SourceError, MissingDependencyError) as exc:
+        if on_error is None:
+            raise
+        reason = str(exc).removeprefix(f"{source.path}: ")
+        if n:
+            reason += f" (the {n} document(s) before it were loaded)"
+        on_error(source.path, reason)
+        return
+    yield from docs
