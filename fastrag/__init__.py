@@ -67,6 +67,7 @@ from .retrieve.filters import Principal
 from .retrieve.options import RetrievalConfig
 from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
+from .store.loaders import load_documents
 from .store.snapshots import SnapshotInfo
 from .text.chunking import Chunker
 from .text.tokenize import Tokenizer
@@ -104,6 +105,7 @@ __all__ = [
     "LLMReranker",
     "LLMRewriter",
     "Level",
+    "MissingDependencyError",
     "ModelError",
     "ModelResponseError",
     "ModelTimeoutError",
@@ -119,6 +121,7 @@ __all__ = [
     "RewrittenQuery",
     "SearchIndexError",
     "SnapshotInfo",
+    "SourceError",
     "StageTimeoutError",
     "StoreCorruptedError",
     "StoreError",
@@ -128,5 +131,6 @@ __all__ = [
     "Tokenizer",
     "VocabularyEmbedder",
     "__version__",
+    "load_documents",
     "warmup",
 ]

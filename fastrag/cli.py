@@ -145,7 +145,8 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
             continue
         if change.changed:
             parts = ", ".join(f"{getattr(change, n)} {n}" for n, _ in marks if getattr(change, n))
-            mark = next(m for n, m in marks if getattr(change, n))
+            kinds = [m for n, m in marks if getattr(change, n)]
+            mark = kinds[0] if len(kinds) == 1 else "~"
             print(f"  {mark} {change.origin} ({parts})")
     sid = kb.save(args.kb) if plan.changed else kb.snapshots()[-1].id
     s = kb.stats()
