@@ -620,7 +620,7 @@ def join_chunks(
 
 def warmup() -> None:
     """Compile the kernels' one signature each (read-only inputs), or load them from cache."""
-    data = np.frombuffer("# a\n\nb c\n- d\n| e\n```\nf\n```\ng h i".encode(), dtype=np.uint8)
+    data = np.frombuffer(b"# a\n\nb c\n- d\n| e\n```\nf\n```\ng h i", dtype=np.uint8)
     out = structure_utf8(data, np.array([0, 3, data.size], dtype=np.int64), 3, 1)
     doc_starts = np.array([0, 1, out[0].size], dtype=np.int64)
     join_chunks(out[5], out[4], out[2], out[3], doc_starts)

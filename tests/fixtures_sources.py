@@ -16,7 +16,9 @@ FAULTS = [
 ]
 
 
-def write_pdf(path: Path, *, mod_date: dt.datetime | None = MODIFIED, user_password: str | None = None) -> Path:
+def write_pdf(
+    path: Path, *, mod_date: dt.datetime | None = MODIFIED, user_password: str | None = None
+) -> Path:
     """A two-page manual: a heading, two paragraphs, a ruled fault table, a list on page 2."""
     import fpdf.output
     from fpdf import FPDF
@@ -38,7 +40,9 @@ def write_pdf(path: Path, *, mod_date: dt.datetime | None = MODIFIED, user_passw
         new_x="LMARGIN", new_y="NEXT",
     )  # fmt: skip
     pdf.ln(4)
-    pdf.multi_cell(0, 6, "Look up the fault code in the table below.", new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(
+        0, 6, "Look up the fault code in the table below.", new_x="LMARGIN", new_y="NEXT"
+    )
     pdf.ln(4)
     with pdf.table() as table:
         for row in FAULTS:

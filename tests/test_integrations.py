@@ -21,8 +21,9 @@ def kb():
 
 
 def test_langchain_retriever_returns_documents_with_metadata_ids_and_scores(kb):
-    from fastrag.integrations.langchain import FastragRetriever
     from langchain_core.retrievers import BaseRetriever
+
+    from fastrag.integrations.langchain import FastragRetriever
 
     retriever = FastragRetriever(kb=kb, k=3)
     assert isinstance(retriever, BaseRetriever)
@@ -33,27 +34,35 @@ def test_langchain_retriever_returns_documents_with_metadata_ids_and_scores(kb):
     first = docs[0].metadata
     assert first["doc_id"] == hits[0].doc_id and first["chunk_id"] == hits[0].chunk_id
     assert first["score"] == pytest.approx(hits[0].score)
-    assert first["title"] == hits[0].title and (first["start"], first["end"]) == (hits[0].start, hits[0].end)
+    assert first["title"] == hits[0].title and (first["start"], first["end"]) == (
+        hits[0].start,
+        hits[0].end,
+    )
 
 
 def test_langchain_filters_and_principal(kb):
     from fastrag.integrations.langchain import FastragRetriever
 
-    finance = FastragRetriever(kb=kb, k=5, where={"team": "finance"}).invoke("submitted within days")
+    finance = FastragRetriever(kb=kb, k=5, where={"team": "finance"}).invoke(
+        "submitted within days"
+    )
     assert {d.metadata["doc_id"] for d in finance} == {"expense"}
     # "leave" is readable by staff only: an outsider never sees it.
     outsider = FastragRetriever(kb=kb, k=10, principal=Principal("guest")).invoke("annual leave")
-    staff = FastragRetriever(kb=kb, k=10, principal=Principal("ana", ("staff",))).invoke("annual leave")
+    staff = FastragRetriever(kb=kb, k=10, principal=Principal("ana", ("staff",))).invoke(
+        "annual leave"
+    )
     assert "leave" not in {d.metadata["doc_id"] for d in outsider}
     assert "leave" in {d.metadata["doc_id"] for d in staff}
 
 
 def test_langchain_retrieval_chain_with_a_fake_chat_model(kb):
-    from fastrag.integrations.langchain import FastragRetriever
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+
+    from fastrag.integrations.langchain import FastragRetriever
 
     prompts = []
 
@@ -73,13 +82,16 @@ def test_langchain_retrieval_chain_with_a_fake_chat_model(kb):
         | StrOutputParser()
     )  # fmt: skip
     assert chain.invoke("How many days of annual leave?") == "15 days of paid annual leave [1]"
-    assert "15 days of paid annual leave per year" in prompts[0]  # the retrieved chunk reached the model
+    assert (
+        "15 days of paid annual leave per year" in prompts[0]
+    )  # the retrieved chunk reached the model
 
 
 def test_llama_index_retriever_returns_nodes_with_scores(kb):
-    from fastrag.integrations.llama_index import FastragRetriever
     from llama_index.core.retrievers import BaseRetriever
     from llama_index.core.schema import NodeRelationship
+
+    from fastrag.integrations.llama_index import FastragRetriever
 
     retriever = FastragRetriever(kb, k=3)
     assert isinstance(retriever, BaseRetriever)
@@ -106,14 +118,18 @@ def test_llama_index_filters_and_principal(kb):
 
 
 def test_llama_index_query_engine_with_the_mock_llm(kb):
-    from fastrag.integrations.llama_index import FastragRetriever
     from llama_index.core.llms import MockLLM
     from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from fastrag.integrations.llama_index import FastragRetriever
 
     retriever = FastragRetriever(kb, k=2, principal=Principal("ana", ("staff",)))
     engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())
     response = engine.query("How many days of annual leave?")
-    assert response.source_nodes and response.source_nodes[0].node.metadata["doc_id"] in {"leave", "leave-zh"}
+    assert response.source_nodes and response.source_nodes[0].node.metadata["doc_id"] in {
+        "leave",
+        "leave-zh",
+    }
     # MockLLM answers with its prompt: the retrieved chunks were in it.
     assert "15 days of paid annual leave per year" in str(response)
 

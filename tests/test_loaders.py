@@ -52,9 +52,11 @@ def test_pdf_pages_headings_paragraphs_and_table_rows(tmp_path):
     assert "Fault code: SV0432 | Symptom: spindle overheats | Fix: check coolant level" in blocks
     assert "Fault code: SV0433 | Symptom: spindle vibrates | Fix: balance the tool holder" in blocks
     # The table stands where it is on the page, and its text is not repeated as running text.
-    assert blocks.index("Look up the fault code in the table below.") < blocks.index(
-        "Fault code: SV0432 | Symptom: spindle overheats | Fix: check coolant level"
-    ) < blocks.index("Call service when a fault repeats.")
+    assert (
+        blocks.index("Look up the fault code in the table below.")
+        < blocks.index("Fault code: SV0432 | Symptom: spindle overheats | Fix: check coolant level")
+        < blocks.index("Call service when a fault repeats.")
+    )
     assert first["text"].count("SV0432") == 1
     assert second["text"].split("\n\n") == [
         "## Coolant care", "- Check the coolant level daily.", "- Replace the coolant monthly.",
@@ -83,7 +85,10 @@ def test_bad_pdfs_are_named_and_skipped_while_the_rest_is_indexed(tmp_path):
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4\n garbage that is not a PDF \n")
     (folder / "notes.md").write_text("# Notes\n\nplain notes", encoding="utf-8")
     docs, failures = _collect(folder)
-    assert sorted({d["origin"] for d in docs}) == [str(folder / "good.pdf"), str(folder / "notes.md")]
+    assert sorted({d["origin"] for d in docs}) == [
+        str(folder / "good.pdf"),
+        str(folder / "notes.md"),
+    ]
     reasons = dict(failures)
     assert reasons[str(folder / "scan.pdf")] == "no text layer; OCR is not supported"
     assert "encrypted" in reasons[str(folder / "locked.pdf")]
@@ -93,9 +98,13 @@ def test_bad_pdfs_are_named_and_skipped_while_the_rest_is_indexed(tmp_path):
 
 
 def test_pdf_table_row_is_retrieved_with_its_column_names(tmp_path):
-    kb = fastrag.KnowledgeBase.build(load_documents(write_pdf(tmp_path / "m.pdf")), chunking="structure")
+    kb = fastrag.KnowledgeBase.build(
+        load_documents(write_pdf(tmp_path / "m.pdf")), chunking="structure"
+    )
     hits = kb.retrieve("What is the fix when the spindle overheats?", k=3, mode="keyword")
-    assert "Fault code: SV0432 | Symptom: spindle overheats | Fix: check coolant level" in hits[0].text
+    assert (
+        "Fault code: SV0432 | Symptom: spindle overheats | Fix: check coolant level" in hits[0].text
+    )
     assert hits[0].metadata["page"] == 1
     assert hits[0].metadata["section"] == "Spindle faults"
     page2 = kb.retrieve("coolant monthly", k=5, where={"page": 2})
@@ -205,7 +214,11 @@ def test_sql_errors_name_the_problem(tmp_path):
 def test_sqlite_is_opened_read_only(tmp_path):
     db = write_sqlite(tmp_path / "repairs.db")
     with pytest.raises(SourceError, match="readonly"):
-        list(load_documents(f"sqlite:///{db}", query="DELETE FROM repair_records RETURNING id, id AS text"))
+        list(
+            load_documents(
+                f"sqlite:///{db}", query="DELETE FROM repair_records RETURNING id, id AS text"
+            )
+        )
     assert sqlite3.connect(db).execute("SELECT count(*) FROM repair_records").fetchone() == (3,)
 
 
@@ -225,7 +238,9 @@ def test_sqlalchemy_url(tmp_path):
 
 def test_text_formats_record_their_origin(tmp_path):
     (tmp_path / "a.md").write_text("# A\n\ntext", encoding="utf-8")
-    (tmp_path / "b.jsonl").write_text('{"id": "b1", "text": "one", "source": "own.md"}\n', encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(
+        '{"id": "b1", "text": "one", "source": "own.md"}\n', encoding="utf-8"
+    )
     (tmp_path / "c.csv").write_text("id,text,team\nc1,two,hr\n", encoding="utf-8")
     (tmp_path / "skip.bin").write_bytes(b"\x00")
     docs = {d["id"]: d for d in load_documents(tmp_path)}

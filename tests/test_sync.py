@@ -54,7 +54,8 @@ def _change(docs):
     (docs / "c.txt").unlink()
     (docs / "d.md").write_text("## Delta\n\nDelta echo: a new file.\n", encoding="utf-8")
     (docs / "items.jsonl").write_text(
-        '{"id": "j1", "text": "Juliet one"}\n{"id": "j3", "text": "Juliet three"}\n', encoding="utf-8"
+        '{"id": "j1", "text": "Juliet one"}\n{"id": "j3", "text": "Juliet three"}\n',
+        encoding="utf-8",
     )
 
 
@@ -62,7 +63,9 @@ def _change(docs):
 def test_sync_equals_a_fresh_build(tmp_path, chunking):
     docs = _folder(tmp_path)
     emb = _embedder(docs)
-    kb = fastrag.KnowledgeBase.build(load_documents(docs), embedder=emb, chunking=chunking, window=80, overlap=10)
+    kb = fastrag.KnowledgeBase.build(
+        load_documents(docs), embedder=emb, chunking=chunking, window=80, overlap=10
+    )
     kb.save(tmp_path / "kb")
     _change(docs)
     plan = kb.sync(resolve_sources(docs))
@@ -75,7 +78,9 @@ def test_sync_equals_a_fresh_build(tmp_path, chunking):
     origins = {o.origin.rsplit("/", 1)[-1]: o for o in plan.origins.values()}
     assert (origins["c.txt"].deleted, origins["d.md"].added, origins["b.txt"].replaced) == (1, 1, 1)
     assert not origins["manual.pdf"].changed
-    fresh = fastrag.KnowledgeBase.build(load_documents(docs), embedder=emb, chunking=chunking, window=80, overlap=10)
+    fresh = fastrag.KnowledgeBase.build(
+        load_documents(docs), embedder=emb, chunking=chunking, window=80, overlap=10
+    )
     (rows, vectors), (fresh_rows, fresh_vectors) = _content(kb), _content(fresh)
     assert rows == fresh_rows
     np.testing.assert_array_equal(vectors, fresh_vectors)
@@ -85,7 +90,9 @@ def test_sync_equals_a_fresh_build(tmp_path, chunking):
     for q in ("belt replaced", "coolant level fix", "Juliet", "chuck holds the part"):
         for mode in ("vector", "keyword"):
             got = {(h.doc_id, h.ord): round(h.score, 5) for h in kb.retrieve(q, k=50, mode=mode)}
-            want = {(h.doc_id, h.ord): round(h.score, 5) for h in fresh.retrieve(q, k=50, mode=mode)}
+            want = {
+                (h.doc_id, h.ord): round(h.score, 5) for h in fresh.retrieve(q, k=50, mode=mode)
+            }
             assert got == want, (q, mode)
     kb.save(tmp_path / "kb")
     again = fastrag.KnowledgeBase.load(tmp_path / "kb")
@@ -111,10 +118,16 @@ def test_unchanged_files_are_hashed_not_parsed(tmp_path, monkeypatch):
 
 
 def test_documents_through_the_api(tmp_path):
-    kb = fastrag.KnowledgeBase.build([{"id": "x", "text": "first text"}, {"id": "y", "text": "why"}])
+    kb = fastrag.KnowledgeBase.build(
+        [{"id": "x", "text": "first text"}, {"id": "y", "text": "why"}]
+    )
     plan = kb.sync([{"id": "x", "text": "first text"}, {"id": "z", "text": "zulu"}])
     # "x" was built without a hash: replaced once, compared by its hash from then on.
-    assert ([d["id"] for d in plan.add], [d["id"] for d in plan.replace], plan.delete) == (["z"], ["x"], ["y"])
+    assert ([d["id"] for d in plan.add], [d["id"] for d in plan.replace], plan.delete) == (
+        ["z"],
+        ["x"],
+        ["y"],
+    )
     plan = kb.sync([fastrag.Document("x", "first text"), {"id": "z", "text": "zulu"}])
     assert sorted(plan.unchanged) == ["x", "z"] and not plan.changed
     plan = kb.sync([{"id": "z", "text": "zulu", "team": "ops"}], delete_missing=False)
@@ -191,12 +204,16 @@ def test_plan_alone_changes_nothing():
 
 
 def test_older_knowledge_bases_without_a_section_column_load(tmp_path):
-    kb = fastrag.KnowledgeBase.build([{"id": "a", "text": "alpha text"}, {"id": "b", "text": "bravo"}])
+    kb = fastrag.KnowledgeBase.build(
+        [{"id": "a", "text": "alpha text"}, {"id": "b", "text": "bravo"}]
+    )
     kb.save(tmp_path / "kb")
     manifest = orjson.loads((tmp_path / "kb" / "manifest.json").read_bytes())
     entry = next(s for s in manifest["snapshots"] if s["id"] == manifest["current"])
     path = tmp_path / "kb" / "snapshots" / entry["id"] / "chunks.arrow"
-    table = pa.ipc.open_file(pa.BufferReader(path.read_bytes())).read_all()  # not mapped: rewritten below
+    table = pa.ipc.open_file(
+        pa.BufferReader(path.read_bytes())
+    ).read_all()  # not mapped: rewritten below
     legacy = table.drop_columns(["section"])
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, legacy.schema) as writer:
         writer.write_table(legacy)

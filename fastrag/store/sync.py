@@ -166,7 +166,9 @@ def _as_dict(doc: Any, index: int) -> dict[str, Any]:
         if isinstance(nested, Mapping):
             out = {**nested, **out}
         elif nested is not None:
-            raise DocumentError(f"document {out['id']!r} (position {index}): metadata must be a mapping")
+            raise DocumentError(
+                f"document {out['id']!r} (position {index}): metadata must be a mapping"
+            )
         return out
     raise DocumentError(
         f"item at position {index} is a {type(doc).__name__}; expected a document (dict or "
@@ -272,7 +274,9 @@ def plan_sync(
             except (SourceError, MissingDependencyError, OSError) as exc:
                 if on_error is None:
                     if isinstance(exc, OSError):
-                        raise SourceError(f"{origin}: cannot be read: {exc.strerror or exc}") from exc
+                        raise SourceError(
+                            f"{origin}: cannot be read: {exc.strerror or exc}"
+                        ) from exc
                     raise
                 reason = str(exc).removeprefix(f"{item.path}: ")
                 entry.failed = reason
@@ -303,7 +307,7 @@ def plan_sync(
 
 
 def latest_update(stored: Iterable[StoredDocument], origin: str) -> Any:
-    """The newest ``updated_at`` among stored documents of ``origin`` (None if there is none).
+    """Return the newest ``updated_at`` among stored documents of ``origin`` (None if there is none).
 
     What ``fastrag index URL --since`` fetches after, when no time is given.
     """

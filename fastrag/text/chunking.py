@@ -253,7 +253,7 @@ class Chunker:
         return self.chunk([text]).texts()
 
     def config(self) -> dict[str, Any]:
-        """The chunker as saved in a manifest (``Chunker(**config)`` rebuilds it)."""
+        """Return the chunker as saved in a manifest (``Chunker(**config)`` rebuilds it)."""
         out: dict[str, Any] = {"window": self.window, "overlap": self.overlap}
         if self.mode != "windows":
             out["mode"] = self.mode

@@ -135,7 +135,9 @@ class FileSource:
         except (SourceError, MissingDependencyError):
             raise
         except UnicodeDecodeError as exc:
-            raise SourceError(f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+            raise SourceError(
+                f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from exc
         except OSError as exc:
             raise SourceError(f"{self.path}: cannot be read: {exc.strerror or exc}") from exc
         except DocumentError as exc:
@@ -198,7 +200,10 @@ def iter_sources(
             if root.suffix.lower() in _LOADERS:
                 yield FileSource(root, root.name)
             else:
-                report(root, f"unsupported file type {root.suffix!r} (use {', '.join(DOCUMENT_SUFFIXES)})")
+                report(
+                    root,
+                    f"unsupported file type {root.suffix!r} (use {', '.join(DOCUMENT_SUFFIXES)})",
+                )
         elif root.exists():
             report(root, "not a regular file or folder")
         else:
@@ -254,12 +259,14 @@ def resolve_sources(
     since: Any = None,
     on_error: OnError | None = None,
 ) -> Iterator[FileSource | SqlSource]:
-    """The sources named by paths and URLs (see :func:`load_documents`), none read yet."""
+    """Find the sources named by paths and URLs (see :func:`load_documents`), none read yet."""
     items = [path_or_url] if isinstance(path_or_url, (str, Path)) else list(path_or_url)
     for item in items:
         if isinstance(item, str) and sql.is_database_url(item):
             if query is None:
-                raise SourceError(f"{sql.safe_url(item)}: a database source needs a query (--query)")
+                raise SourceError(
+                    f"{sql.safe_url(item)}: a database source needs a query (--query)"
+                )
             yield SqlSource(item, query, since)
         else:
             yield from iter_sources([item], on_error=on_error)

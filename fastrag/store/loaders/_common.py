@@ -93,5 +93,5 @@ class Blocks:
             self.parts.append("```\n" + text.strip("\n").replace("```", "'''") + "\n```")
 
     def text(self) -> str:
-        """The blocks, separated by blank lines."""
+        """Return the blocks, separated by blank lines."""
         return "\n\n".join(self.parts)

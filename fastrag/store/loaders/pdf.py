@@ -98,8 +98,19 @@ def _page_items(page: Any) -> tuple[list[tuple[float, str, Any]], int]:
     return ordered, n_chars
 
 
+def _flush(para: list[str], blocks: Blocks) -> None:
+    """Write the lines gathered so far as one paragraph (or list item) and clear them."""
+    if para:
+        text = " ".join(para)
+        if text.startswith(_BULLETS) and len(text) > 1 and text[1] == " ":
+            blocks.item(text[2:])
+        else:
+            blocks.paragraph(text)
+        para.clear()
+
+
 def _render(pages: list[list[tuple[float, str, Any]]]) -> list[str]:
-    """The structured text of every page."""
+    """Return the structured text of every page."""
     sizes = [
         (_line_size(p), len(p["text"])) for items in pages for _, kind, p in items if kind == "line"
     ]
@@ -116,40 +127,31 @@ def _render(pages: list[list[tuple[float, str, Any]]]) -> list[str]:
         prev_bottom: float | None = None
         gaps = [
             b[2]["top"] - a[2]["bottom"]
-            for a, b in zip(items, items[1:])
+            for a, b in zip(items, items[1:], strict=False)
             if a[1] == b[1] == "line" and b[2]["top"] > a[2]["bottom"]
         ]
         usual = statistics.median(gaps) if gaps else 0.0
 
-        def flush() -> None:
-            if para:
-                text = " ".join(para)
-                if text.startswith(_BULLETS) and len(text) > 1 and text[1] == " ":
-                    blocks.item(text[2:])
-                else:
-                    blocks.paragraph(text)
-                para.clear()
-
         for _, kind, payload in items:
             if kind == "table":
-                flush()
+                _flush(para, blocks)
                 blocks.rows(table_rows(payload))
                 prev_bottom = None
                 continue
             text = clean(payload["text"])
             size = _line_size(payload)
             if size in level:
-                flush()
+                _flush(para, blocks)
                 blocks.heading(text, level[size])
                 prev_bottom = payload["bottom"]
                 continue
             gap = payload["top"] - prev_bottom if prev_bottom is not None else 0.0
             starts_item = text.startswith(_BULLETS) and len(text) > 1 and text[1] == " "
             if prev_bottom is None or gap > usual * 1.4 + 1.0 or starts_item:
-                flush()
+                _flush(para, blocks)
             para.append(text)
             prev_bottom = payload["bottom"]
-        flush()
+        _flush(para, blocks)
         out.append(blocks.text())
     return out
 
@@ -162,7 +164,9 @@ def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
     try:
         pdf = pdfplumber.open(path)
     except (PDFPasswordIncorrect, PDFEncryptionError) as exc:
-        raise SourceError(f"{path}: encrypted PDF (a password is needed): {exc or 'no detail'}") from exc
+        raise SourceError(
+            f"{path}: encrypted PDF (a password is needed): {exc or 'no detail'}"
+        ) from exc
     except Exception as exc:  # pdfminer raises many unrelated types on a damaged file
         if _encrypted(exc):
             raise SourceError(f"{path}: encrypted PDF (a password is needed)") from exc

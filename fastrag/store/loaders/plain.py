@@ -17,4 +17,9 @@ SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 
 def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
     """Yield the file as one document (id ``doc_id``, title the file's stem)."""
-    yield {"id": doc_id, "text": path.read_text(encoding="utf-8"), "title": path.stem, "source": str(path)}
+    yield {
+        "id": doc_id,
+        "text": path.read_text(encoding="utf-8"),
+        "title": path.stem,
+        "source": str(path),
+    }

@@ -59,7 +59,9 @@ def _sqlite_path(url: str) -> str | None:
         return None
     rest = url.split(":", 1)[1]
     if not rest.startswith("///"):
-        raise SourceError(f"{url}: a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        raise SourceError(
+            f"{url}: a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
     return unquote(rest[3:].split("?", 1)[0])
 
 
@@ -166,7 +168,9 @@ def load_sql(
     """
     where = safe_url(url)
     if not isinstance(query, str) or not query.strip():
-        raise SourceError(f"{where}: a database source needs a query (--query 'SELECT id, ... AS text ...')")
+        raise SourceError(
+            f"{where}: a database source needs a query (--query 'SELECT id, ... AS text ...')"
+        )
     when = parse_updated_at(since, where="since") if since is not None else None
     body = query.strip().rstrip(";")
     path = _sqlite_path(url)

@@ -21,7 +21,9 @@ def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh)
         if reader.fieldnames is None or "text" not in reader.fieldnames:
-            raise DocumentError(f"{path}: a CSV of documents needs a header row with a 'text' column")
+            raise DocumentError(
+                f"{path}: a CSV of documents needs a header row with a 'text' column"
+            )
         for rowno, row in enumerate(reader, 2):
             doc: dict[str, Any] = {k: v for k, v in row.items() if k is not None and v != ""}
             doc.setdefault("text", "")

@@ -116,7 +116,9 @@ def _walk(node: Any, blocks: Blocks) -> None:
     flush()
 
 
-def html_document(html: str, *, doc_id: str, source: str | None, fallback_title: str) -> dict[str, Any]:
+def html_document(
+    html: str, *, doc_id: str, source: str | None, fallback_title: str
+) -> dict[str, Any]:
     """The document of one HTML page (see the module notes)."""
     parser = require("selectolax.lexbor", "html", "reading HTML pages")
     try:

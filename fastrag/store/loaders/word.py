@@ -60,9 +60,13 @@ def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
     try:
         document = docx.Document(str(path))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise SourceError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc})") from exc
+        raise SourceError(
+            f"{path}: not a readable .docx file ({type(exc).__name__}: {exc})"
+        ) from exc
     except Exception as exc:  # python-docx / lxml raise their own types on damaged parts
-        raise SourceError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc})") from exc
+        raise SourceError(
+            f"{path}: not a readable .docx file ({type(exc).__name__}: {exc})"
+        ) from exc
     blocks = Blocks()
     body = document.element.body
     for element in body.iterchildren():
