@@ -148,7 +148,7 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
             kinds = [m for n, m in marks if getattr(change, n)]
             mark = kinds[0] if len(kinds) == 1 else "~"
             print(f"  {mark} {change.origin} ({parts})")
-    sid = kb.save(args.kb) if plan.changed else kb.snapshots()[-1].id
+    sid = kb.save(args.kb) if plan.changed else kb.stats()["snapshot"]
     s = kb.stats()
     print(
         f"synced: {plan.summary()}; {s['documents']:,} documents, {s['chunks']:,} chunks in "

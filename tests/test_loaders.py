@@ -268,3 +268,48 @@ def test_missing_optional_package_names_the_extra(tmp_path, monkeypatch):
         list(load_documents(tmp_path / "m.pdf"))
     docs, failures = _collect(tmp_path)
     assert docs == [] and "fastrag-engine[pdf]" in failures[0][1]
+
+
+# -- web pages over a real socket ----------------------------------------------------------
+
+
+@pytest.fixture()
+def web_server(tmp_path):
+    import http.server
+    import threading
+
+    write_pdf(tmp_path / "manual.pdf")
+    (tmp_path / "guide.html").write_text(HTML, encoding="utf-8")
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(tmp_path), **kwargs)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", tmp_path
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_web_pages_and_pdfs_by_url(web_server):
+    base, root = web_server
+    (page,) = load_documents(f"{base}/guide.html")
+    assert page["id"] == page["origin"] == page["source"] == f"{base}/guide.html"
+    assert page["title"] == "Repair guide" and "## Encoder" in page["text"]
+    pages = list(load_documents(f"{base}/manual.pdf"))
+    assert [d["id"] for d in pages] == [f"{base}/manual.pdf#page=1", f"{base}/manual.pdf#page=2"]
+    assert pages[0]["origin_sha256"] == hashlib.sha256((root / "manual.pdf").read_bytes()).hexdigest()
+    docs, failures = _collect([f"{base}/missing.html", f"{base}/guide.html"])
+    assert [d["id"] for d in docs] == [f"{base}/guide.html"]
+    assert failures == [(f"{base}/missing.html", "the server answered HTTP 404")]
+    kb = fastrag.KnowledgeBase.build(load_documents(f"{base}/guide.html"))
+    assert not kb.sync(resolve_sources(f"{base}/guide.html")).changed
+    (root / "guide.html").write_text(HTML.replace("encoder cable", "encoder plug"), encoding="utf-8")
+    plan = kb.sync(resolve_sources(f"{base}/guide.html"))
+    assert [d["id"] for d in plan.replace] == [f"{base}/guide.html"]

@@ -38,7 +38,7 @@ import pyarrow as pa
 from ..errors import DocumentError, DuplicateDocumentError, MissingDependencyError, SourceError
 from ..types import Document
 from .chunks import ChunkStore
-from .loaders import FileSource, OnError, SqlSource, row_sha256
+from .loaders import FileSource, OnError, SqlSource, WebSource, row_sha256
 
 __all__ = [
     "OriginChange",
@@ -190,7 +190,8 @@ def plan_sync(
     stored : iterable of StoredDocument
         The store's live documents (:func:`stored_documents`).
     incoming : iterable
-        :class:`~fastrag.store.loaders.FileSource` and
+        :class:`~fastrag.store.loaders.FileSource`,
+        :class:`~fastrag.store.loaders.WebSource` and
         :class:`~fastrag.store.loaders.SqlSource` objects (read lazily: an
         unchanged file is only hashed), documents (dicts or
         :class:`~fastrag.Document`), in any mix.
@@ -252,7 +253,7 @@ def plan_sync(
             entry.replaced += 1
 
     for index, item in enumerate(incoming):
-        if isinstance(item, FileSource):
+        if isinstance(item, (FileSource, WebSource)):
             origin = item.origin
             entry = change(origin)
             try:
@@ -278,10 +279,10 @@ def plan_sync(
                             f"{origin}: cannot be read: {exc.strerror or exc}"
                         ) from exc
                     raise
-                reason = str(exc).removeprefix(f"{item.path}: ")
+                reason = str(exc).removeprefix(f"{origin}: ")
                 entry.failed = reason
                 keep.update(s.doc_id for s in by_origin.get(origin, []))
-                on_error(Path(origin), reason)
+                on_error(Path(origin) if isinstance(item, FileSource) else origin, reason)
                 continue
             for doc in docs:
                 take(doc, origin)

@@ -13,6 +13,7 @@ format                    module                       extra
 .html .htm                :mod:`.web`                  ``html``
 .docx                     :mod:`.word`                 ``docx``
 database rows             :mod:`.sql`                  (SQLite) / ``sql``
+http(s) URLs              :class:`WebSource`           as the format
 ========================  ===========================  ==============
 
 Files are found by :func:`iter_sources` (folders recursively, in sorted
@@ -45,6 +46,7 @@ __all__ = [
     "FileSource",
     "OnError",
     "SqlSource",
+    "WebSource",
     "iter_sources",
     "load_documents",
     "load_source",
@@ -144,6 +146,75 @@ class FileSource:
             raise SourceError(f"{self.path}: {str(exc).removeprefix(f'{self.path}: ')}") from exc
 
 
+@dataclass(eq=False)
+class WebSource:
+    """A page or file at an ``http(s)://`` URL (fetched once, with httpx).
+
+    HTML pages go through the HTML loader, PDFs through the PDF loader (ids
+    ``<url>#page=<n>``), ``text/*`` bodies become one document; the URL is
+    the document's id, ``source`` and ``origin``.
+    """
+
+    url: str
+    timeout: float = 30.0
+    _body: tuple[bytes, str] | None = None
+
+    @property
+    def origin(self) -> str:
+        """The URL."""
+        return self.url
+
+    def _fetch(self) -> tuple[bytes, str]:
+        if self._body is None:
+            import httpx
+
+            try:
+                response = httpx.get(self.url, follow_redirects=True, timeout=self.timeout)
+            except httpx.HTTPError as exc:
+                raise SourceError(f"{self.url}: cannot be fetched: {exc}") from exc
+            if response.status_code != 200:
+                raise SourceError(f"{self.url}: the server answered HTTP {response.status_code}")
+            kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            self._body = (response.content, kind)
+        return self._body
+
+    def sha256(self) -> str:
+        """SHA-256 of the body (fetches it; parses nothing)."""
+        return hashlib.sha256(self._fetch()[0]).hexdigest()
+
+    def load(self, sha256: str | None = None) -> Iterator[dict[str, Any]]:
+        """Yield the page's documents, each with ``origin`` and ``origin_sha256``."""
+        body, kind = self._fetch()
+        digest = sha256 or hashlib.sha256(body).hexdigest()
+        name = self.url.rstrip("/").rsplit("/", 1)[-1] or self.url
+        if kind == "application/pdf" or (not kind and name.lower().endswith(".pdf")):
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="fastrag-web-") as tmp:
+                path = Path(tmp) / "page.pdf"
+                path.write_bytes(body)
+                try:
+                    docs = list(pdf.load(path, self.url))
+                except SourceError as exc:
+                    raise SourceError(str(exc).replace(str(path), self.url)) from exc
+        elif kind in ("text/html", "application/xhtml+xml") or not kind:
+            docs = [
+                web.html_document(
+                    body.decode("utf-8", errors="replace"),
+                    doc_id=self.url, source=self.url, fallback_title=name,
+                )
+            ]  # fmt: skip
+        elif kind.startswith("text/"):
+            docs = [{"id": self.url, "text": body.decode("utf-8", errors="replace"), "title": name}]
+        else:
+            raise SourceError(f"{self.url}: unsupported content type {kind!r}")
+        for doc in docs:
+            doc["source"] = self.url
+            doc["origin"] = self.url
+            doc["origin_sha256"] = digest
+            yield doc
+
+
 @dataclass(frozen=True, slots=True)
 class SqlSource:
     """The rows of a query against a database (see :func:`~fastrag.store.loaders.sql.load_sql`)."""
@@ -224,7 +295,8 @@ def load_documents(
     path_or_url : str, Path or iterable of them
         Files and folders (``.txt .md .markdown .rst .jsonl .csv .pdf .html
         .htm .docx``; folders searched recursively), or database URLs
-        (``sqlite:///repairs.db``; any SQLAlchemy URL with the ``sql`` extra).
+        (``sqlite:///repairs.db``; any SQLAlchemy URL with the ``sql`` extra),
+        or ``http(s)://`` URLs of pages (HTML, PDF, plain text).
     query : str, optional
         For a database: the ``SELECT`` whose rows become documents (``id``
         and ``text`` columns required, other columns metadata).
@@ -258,11 +330,13 @@ def resolve_sources(
     query: str | None = None,
     since: Any = None,
     on_error: OnError | None = None,
-) -> Iterator[FileSource | SqlSource]:
+) -> Iterator[FileSource | SqlSource | WebSource]:
     """Find the sources named by paths and URLs (see :func:`load_documents`), none read yet."""
     items = [path_or_url] if isinstance(path_or_url, (str, Path)) else list(path_or_url)
     for item in items:
-        if isinstance(item, str) and sql.is_database_url(item):
+        if isinstance(item, str) and item.lower().startswith(("http://", "https://")):
+            yield WebSource(item)
+        elif isinstance(item, str) and sql.is_database_url(item):
             if query is None:
                 raise SourceError(
                     f"{sql.safe_url(item)}: a database source needs a query (--query)"
@@ -277,7 +351,7 @@ _STREAMED = jsonl.SUFFIXES + table.SUFFIXES
 
 
 def load_source(
-    source: FileSource | SqlSource, *, on_error: OnError | None = None, sha256: str | None = None
+    source: FileSource | SqlSource | WebSource, *, on_error: OnError | None = None, sha256: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """Yield a source's documents; a file that fails is reported and skipped.
 
@@ -289,6 +363,16 @@ def load_source(
     """
     if isinstance(source, SqlSource):
         yield from source.load()
+        return
+    if isinstance(source, WebSource):
+        try:
+            docs = list(source.load(sha256))
+        except (SourceError, MissingDependencyError) as exc:
+            if on_error is None:
+                raise
+            on_error(source.url, str(exc).removeprefix(f"{source.url}: "))
+            return
+        yield from docs
         return
     streamed = source.path.suffix.lower() in _STREAMED
     n = 0
