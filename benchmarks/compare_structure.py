@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
     ap.add_argument("--window", type=int, default=200)
     ap.add_argument("--overlap", type=int, default=40)
+    ap.add_argument("--answers", type=int, default=300, help="heading questions answered (300)")
     args = ap.parse_args(argv)
 
     texts, unique = corpus(args.mb)
@@ -178,7 +179,57 @@ def main(argv: list[str] | None = None) -> int:
     print("\nchunk edges that cut a word (unique documents):")
     for name, share in shares.items():
         print(f"  {name:<32} {share:6.1%}")
+    if args.answers:
+        answer_fragments(sample, args.answers, args.window, args.overlap)
     return 0
+
+
+def answer_fragments(texts: list[str], n: int, window: int, overlap: int) -> None:
+    """Extractive answers to heading questions: how many start or end inside a word.
+
+    The questions are the documents' own Markdown headings (``Installation``,
+    ``Quick start``, ...) prefixed with "How to" when short, asked of a
+    knowledge base of each chunking; an answer sentence "cuts a word" when
+    the document text continues with a letter or digit on either side of it.
+    """
+    import re
+
+    import fastrag
+    from tests.naive.chunking import normalise
+
+    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(texts)]
+    norm = {d["id"]: normalise(d["text"]) for d in docs}
+    questions = []
+    for t in texts:
+        for m in re.finditer(r"^#{1,3} +(.{8,60})$", t, flags=re.MULTILINE):
+            questions.append(m.group(1).strip())
+    questions = sorted(set(questions))[:n]
+    print(f"\nextractive answers to {len(questions)} heading questions:")
+    for mode in ("windows", "structure"):
+        kb = fastrag.KnowledgeBase.build(docs, chunking=mode, window=window, overlap=overlap)
+        found = cut = 0
+        for q in questions:
+            ans = kb.answer(q, k=5)
+            if not ans.found:
+                continue
+            found += 1
+            pieces = [p.strip() for p in re.split(r"\[\d+\]", ans.text) if p.strip()]
+            hits = list(ans.citations.values())
+            bad = False
+            for piece in pieces:
+                for h in hits:
+                    body = norm[h.doc_id]
+                    pos = body.find(piece)
+                    if pos < 0:
+                        continue
+                    end = pos + len(piece)
+                    if (pos > 0 and body[pos - 1].isalnum() and piece[0].isalnum()) or (
+                        end < len(body) and body[end].isalnum() and piece[-1].isalnum()
+                    ):
+                        bad = True
+                    break
+            cut += bad
+        print(f"  {mode:<10} found {found:>4}, of which {cut:>4} ({cut / max(1, found):.1%}) cut a word")
 
 
 if __name__ == "__main__":

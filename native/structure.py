@@ -189,13 +189,23 @@ def _scan_units(src, lo, hi, classes, units, cap) -> int:
             nch += 1
             nby += 1
             pending = False
-        if (b & 0xC0) != 0x80:
-            nch += 1
-        nby += 1
+        # This byte and the run of bytes after it that cannot be white space
+        # or a line end (the rare lead bytes that may start white space go
+        # back to the test above).
+        q = p + 1
+        leads = 1 if (b & 0xC0) != 0x80 else 0
+        while q < hi:
+            c = src[q]
+            if c <= 0x20 or classes[c] != 0:
+                break
+            leads += 1 if (c & 0xC0) != 0x80 else 0
+            q += 1
+        nch += leads
+        nby += q - p
         emitted = True
         last_ch = nch
         last_by = nby
-        p += 1
+        p = q
     if 0 < nu <= cap:
         units[nu - 1, 1] = last_ch
         units[nu - 1, 3] = last_by
