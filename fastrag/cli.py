@@ -135,9 +135,17 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
                 f"{args.kb} was built with {name} {have!r}, not {wanted!r}; rebuild it with "
                 "--overwrite to change the chunking"
             )
+    if args.embedder is not None or args.max_features is not None:
+        raise ConfigError(
+            f"{args.kb} keeps the embedder it was built with; rebuild it with --overwrite to "
+            "change --embedder or --max-features"
+        )
+    if args.index in ("exact", "hnsw") and args.index != stats["index"]:
+        kb.set_index(args.index, threads=args.threads)
     sources = list(resolve_sources(args.paths, query=args.query, since=args.since, on_error=failures))
     print(f"syncing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     plan = kb.sync(sources, delete_missing=args.since is None, on_error=failures, threads=args.threads)
+    changed = plan.changed or kb.stats()["unsaved_changes"]
     marks = (("added", "+"), ("replaced", "~"), ("deleted", "-"))
     for change in plan.origins.values():
         if change.failed is not None:
@@ -148,7 +156,7 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
             kinds = [m for n, m in marks if getattr(change, n)]
             mark = kinds[0] if len(kinds) == 1 else "~"
             print(f"  {mark} {change.origin} ({parts})")
-    sid = kb.save(args.kb) if plan.changed else kb.stats()["snapshot"]
+    sid = kb.save(args.kb) if changed else kb.stats()["snapshot"]
     s = kb.stats()
     print(
         f"synced: {plan.summary()}; {s['documents']:,} documents, {s['chunks']:,} chunks in "
@@ -169,7 +177,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
         embedder: Any = OpenAIEmbedder()
     else:
-        embedder = VocabularyEmbedder(None if args.max_features == 0 else args.max_features)
+        features = DEFAULT_MAX_FEATURES if args.max_features is None else args.max_features
+        embedder = VocabularyEmbedder(None if features == 0 else features)
     print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     t0 = time.perf_counter()
     docs = load_documents(args.paths, query=args.query, since=args.since, on_error=failures)
@@ -179,7 +188,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         overlap=40 if args.overlap is None else args.overlap,
         chunking=args.chunking or "windows",
         embedder=embedder,
-        index=args.index,
+        index=args.index or "exact",
         threads=args.threads,
         progress=_build_progress(sys.stderr),
     )
@@ -408,12 +417,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-features",
         type=int,
-        default=DEFAULT_MAX_FEATURES,
+        default=None,
         help=f"vocabulary cap of the embedder, 0 = none ({DEFAULT_MAX_FEATURES})",
     )
-    p.add_argument("--index", choices=("exact", "hnsw", "auto"), default="exact",
+    p.add_argument("--index", choices=("exact", "hnsw", "auto"), default=None,
                    help="vector index (default exact; auto: HNSW for large corpora when its recall holds)")
-    p.add_argument("--embedder", choices=("vocabulary", "openai"), default="vocabulary",
+    p.add_argument("--embedder", choices=("vocabulary", "openai"), default=None,
                    help="vocabulary (offline, default) or openai (FASTRAG_BASE_URL / FASTRAG_API_KEY / "
                    "FASTRAG_EMBED_MODEL)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")

@@ -272,6 +272,10 @@ def test_cli_index_syncs_an_existing_knowledge_base(tmp_path, capsys, monkeypatc
         main(["index", "docs", "--kb", "kb", "--chunking", "bogus"])
     assert main(["index", "docs", "--kb", "kb", "--chunking", "windows"]) == 1
     assert "built with chunking 'structure'" in capsys.readouterr().err
+    assert main(["index", "docs", "--kb", "kb", "--max-features", "10"]) == 1
+    assert "keeps the embedder it was built with" in capsys.readouterr().err
+    assert main(["index", "docs", "--kb", "kb", "--index", "hnsw"]) == 0
+    assert fastrag.KnowledgeBase.load("kb").stats()["index"] == "hnsw"
 
 
 def test_cli_since_adds_and_replaces_newer_rows_only(tmp_path, capsys, monkeypatch):
