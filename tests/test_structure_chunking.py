@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -11,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive.chunking import WHITESPACE, normalise, structure_chunks, structure_units
 
-from fastrag._threads import threads
+from fastrag._threads import max_threads, threads
 from fastrag.errors import ConfigError
 from fastrag.text.chunking import Chunker, Chunks
+
+JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 
 GUIDE = """# Guide
 
@@ -220,3 +224,22 @@ def test_mode_is_validated_and_saved():
     assert Chunker(mode="structure").config() == {"window": 200, "overlap": 40, "mode": "structure"}
     assert Chunker().config() == {"window": 200, "overlap": 40}
     assert Chunker().chunk(["a b"]).section_array() is None
+
+
+@pytest.mark.skipif(JIT_DISABLED, reason="no signatures without the JIT")
+def test_warmup_covers_what_the_chunker_calls():
+    kernels.warmup()
+    passes = (kernels._structure_pass, kernels._write_pass, kernels._joined_sizes)
+    before = [len(p.signatures) for p in passes]
+    Chunker(window=20, overlap=4, mode="structure").chunk(["# a\n\nb c", "知识 库"])
+    data = np.frombuffer(b"# a\n\nb c", dtype=np.uint8).copy()  # writable input too
+    kernels.structure_utf8(data, np.array([0, data.size], dtype=np.int64), 5, 1)
+    assert [len(p.signatures) for p in passes] == before == [1, 1, 1]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_thread_counts_agree(n_threads):
+    texts = [GUIDE, "", "知识 库\n" * 50, "# x\n" + "y" * 70 + "\n\n- z"] * 20
+    with threads(min(n_threads, max_threads())):
+        chunks = Chunker(window=30, overlap=5, mode="structure").chunk(texts)
+    assert rows(chunks) == expected(texts, 30, 5)
