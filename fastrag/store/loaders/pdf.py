@@ -85,7 +85,12 @@ def _page_items(page: Any) -> tuple[list[tuple[float, str, Any]], int]:
     text_page = page.filter(lambda o: o.get("object_type") != "char" or not _inside(o, boxes))
     for line in text_page.extract_text_lines(return_chars=True, strip=True):
         if line["text"].strip():
-            items.append((line["top"], "line", line))
+            # Only what rendering needs: the characters' dicts are large.
+            slim = {
+                "text": line["text"], "top": line["top"], "bottom": line["bottom"],
+                "size": _line_size(line),
+            }  # fmt: skip
+            items.append((line["top"], "line", slim))
     # Tables go where they stand; lines keep pdfplumber's reading order among themselves.
     lines = iter([i for i in items if i[1] == "line"])
     ordered: list[tuple[float, str, Any]] = []
@@ -112,7 +117,7 @@ def _flush(para: list[str], blocks: Blocks) -> None:
 def _render(pages: list[list[tuple[float, str, Any]]]) -> list[str]:
     """Return the structured text of every page."""
     sizes = [
-        (_line_size(p), len(p["text"])) for items in pages for _, kind, p in items if kind == "line"
+        (p["size"], len(p["text"])) for items in pages for _, kind, p in items if kind == "line"
     ]
     weight: dict[float, int] = {}
     for size, n in sizes:
@@ -139,7 +144,7 @@ def _render(pages: list[list[tuple[float, str, Any]]]) -> list[str]:
                 prev_bottom = None
                 continue
             text = clean(payload["text"])
-            size = _line_size(payload)
+            size = payload["size"]
             if size in level:
                 _flush(para, blocks)
                 blocks.heading(text, level[size])
@@ -180,6 +185,7 @@ def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
                 items, chars = _page_items(page)
                 pages.append(items)
                 n_chars += chars
+                page.close()  # drop the page's parsed objects before the next one
     except SourceError:
         raise
     except Exception as exc:

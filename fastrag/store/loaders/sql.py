@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -120,7 +120,9 @@ def _documents(
         yield doc
 
 
-def _newer_than(since: _dt.datetime):  # noqa: ANN202 - a SQLite function
+def _newer_than(since: _dt.datetime) -> Callable[[Any], int]:
+    """The SQLite function ``fastrag_newer(updated_at)``: 1 for a row newer than ``since``."""
+
     def newer(value: Any) -> int:
         try:
             when = parse_updated_at(value, where="updated_at")
