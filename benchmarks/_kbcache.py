@@ -67,5 +67,5 @@ def questions(kb: KnowledgeBase, n: int, seed: int = 1) -> list[str]:
     """``n`` questions: prefixes (20-59 characters) of randomly drawn chunks."""
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(kb), n)
-    texts = kb._store.rows(picks, ["text"]).column("text").to_pylist()
+    texts = kb._corpus.store.rows(picks, ["text"]).column("text").to_pylist()
     return [s[: 20 + int(rng.integers(0, 40))] for s in texts]

@@ -150,7 +150,7 @@ def main() -> None:
     if args.ceiling:
         # The GIL-free core of a vector retrieval, on the same graph and question
         # vectors: how far caller threads can scale on this machine right now.
-        graph = kb._hnsw._index
+        graph = kb._corpus.graph._index
         vecs = kb.embed_questions(pool)
         calls["raw hnswlib"] = lambda i: graph.knn_query(vecs[i : i + 1], args.k, 1)[0].tobytes()
     refs = {}

@@ -17,8 +17,8 @@ import time
 import numpy as np
 from fastrag.datasets.beir import evaluate, load_beir
 
-from fastrag import Chunker
 from fastrag.index.keyword import BM25Index
+from fastrag.text import Chunker
 from fastrag.text.tokenize import Tokenizer
 
 

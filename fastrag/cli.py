@@ -24,6 +24,7 @@ from .embed.vocabulary import DEFAULT_MAX_FEATURES, VocabularyEmbedder
 from .errors import ConfigError, FastragError
 from .kb import BuildProgress, KnowledgeBase
 from .store.loaders import load_documents
+from .store.report import SourceReport
 from .store.sources import read_questions
 from .types import Answer, Hit
 from .warmup import warmup
@@ -144,7 +145,10 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
         kb.set_index(args.index, threads=args.threads)
     sources = list(resolve_sources(args.paths, query=args.query, since=args.since, on_error=failures))
     print(f"syncing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
-    plan = kb.sync(sources, delete_missing=args.since is None, on_error=failures, threads=args.threads)
+    plan = kb.sync(
+        sources, delete_missing=args.since is None, on_error=None if args.strict else failures,
+        threads=args.threads,
+    )  # fmt: skip
     changed = plan.changed or kb.stats()["unsaved_changes"]
     marks = (("added", "+"), ("replaced", "~"), ("deleted", "-"))
     for change in plan.origins.values():
@@ -172,6 +176,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     failures = _Failures()
     if not args.overwrite and (Path(args.kb) / "manifest.json").is_file():
         return _sync_index(args, failures)
+    # --strict: the first problem raises (naming its file and line) before anything is written.
+    report = None
+    if not args.strict:
+        report = SourceReport(lambda issue: print(f"fastrag: {issue}", file=sys.stderr))
     if args.embedder == "openai":
         from .embed.openai import OpenAIEmbedder
 
@@ -181,7 +189,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         embedder = VocabularyEmbedder(None if features == 0 else features)
     print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     t0 = time.perf_counter()
-    docs = load_documents(args.paths, query=args.query, since=args.since, on_error=failures)
+    docs = load_documents(args.paths, query=args.query, since=args.since, report=report)
     kb = KnowledgeBase.build(
         docs,
         window=200 if args.window is None else args.window,
@@ -198,8 +206,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"indexed {s['documents']:,} documents, {s['chunks']:,} chunks (dim {s['dim']}) in "
         f"{time.perf_counter() - t0:.1f} s into {args.kb} (snapshot {sid})"
     )
-    if failures.count:
-        print(f"fastrag: error: {failures.count} file(s) could not be read", file=sys.stderr)
+    if report is not None and report.issues:
+        for result in report.with_issues():
+            print(f"fastrag: {result.describe('indexed')}", file=sys.stderr)
+        print(
+            f"fastrag: error: {len(report.issues):,} problem(s) in "
+            f"{sum(1 for _ in report.with_issues()):,} file(s); the other documents were indexed "
+            "(--strict stops at the first problem instead)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -428,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--overwrite", action="store_true",
                    help="build from scratch, replacing the knowledge base at --kb")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad file, line or repeated id, before writing anything "
+                   "(default: report it, skip it and index the rest)")
     p.set_defaults(func=cmd_index)
 
     p = add("ask", "answer one question, citing the chunks it stands on")

@@ -12,8 +12,9 @@ from fastrag.datasets import demo_documents
 from openai_server import CHAT, OpenAIServer
 
 import fastrag
-from fastrag import ClientConfig, KnowledgeBase, OpenAIChatGenerator
+from fastrag import KnowledgeBase, OpenAIChatGenerator
 from fastrag.answer.audit import verify_answer
+from fastrag.config import ClientConfig
 from fastrag.errors import ConfigError
 from fastrag.types import Generation
 
@@ -234,7 +235,7 @@ def test_structured_answer_through_the_pipeline(server):
     with _gen(server) as gen:
         ans = kb.answer("How many days of annual leave?", k=3, generator=gen, schema=schema)
     assert ans.data == {"days": 15, "citations": [1]}
-    with pytest.raises(ConfigError, match="chat model"):
+    with pytest.raises(ConfigError, match="ExtractiveGenerator cannot answer in a JSON Schema"):
         kb.answer("How many days of annual leave?", schema=schema)
 
 

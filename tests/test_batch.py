@@ -6,8 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from fastrag.datasets import demo_documents
 
-from fastrag import KnowledgeBase, StoreError
+from fastrag import KnowledgeBase
 from fastrag.batch.files import answer_file
+from fastrag.errors import StoreError
 
 QUESTIONS = [
     "年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "", "密码多久更换一次？",

@@ -118,7 +118,9 @@ def test_errors_exit_1_with_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "text": "ok"}\n{"id": "a", "text": "again"}\n')
     assert main(["index", str(bad), "--kb", str(tmp_path / "kb")]) == 1
-    assert "appears twice" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{bad}:2: document id 'a' was already read from {bad}:1" in err
+    assert "Traceback" not in err
 
 
 def test_usage_error_exits_2():

@@ -127,10 +127,11 @@ def test_streamed_answer_batch_equals_the_serial_one(monkeypatch):
     from fastrag.datasets import demo_documents
     from openai_server import OpenAIServer
 
-    import fastrag.kb
-    from fastrag import ClientConfig, OpenAIChatGenerator
+    import fastrag.answer.pipeline
+    from fastrag import OpenAIChatGenerator
+    from fastrag.config import ClientConfig
 
-    monkeypatch.setattr(fastrag.kb, "_STREAM_BLOCK", 4)  # 9 blocks of 4 (and a last of 2)
+    monkeypatch.setattr(fastrag.answer.pipeline, "STREAM_BLOCK", 4)  # 9 blocks of 4 (and a last of 2)
     kb = KnowledgeBase.build(demo_documents())
     base = ["年假怎么申请？", "How many days of annual leave?", "设备丢失后多久内要报告？"]
     questions = [f"{base[i % 3]} #{i}" for i in range(38)]

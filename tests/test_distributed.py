@@ -13,9 +13,11 @@ import pytest
 from fastrag.datasets import demo_documents
 from openai_server import CHAT, OpenAIServer
 
-from fastrag import ClientConfig, ConfigError, KnowledgeBase, OpenAIChatGenerator, StoreError
+from fastrag import KnowledgeBase, OpenAIChatGenerator
+from fastrag.answer.table import ANSWER_BATCH_SCHEMA
 from fastrag.batch.files import answer_file
-from fastrag.kb import ANSWER_BATCH_SCHEMA
+from fastrag.config import ClientConfig
+from fastrag.errors import ConfigError, StoreError
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")

@@ -7,14 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive import embedding as naive
 
-from fastrag import (
-    ConfigError,
-    EmbedderError,
-    EmbedderMismatchError,
-    NotFittedError,
-    VocabularyEmbedder,
-)
+from fastrag import VocabularyEmbedder
 from fastrag.embed.base import check_embedder_matches, embedder_from_config
+from fastrag.errors import ConfigError, EmbedderError, EmbedderMismatchError, NotFittedError
 
 ALPHABET = st.sampled_from(
     list("abcABCxyz 中文字年假😀🎉é\u212aKkİ\u3000\n\t.,!?")

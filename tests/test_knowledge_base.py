@@ -10,18 +10,16 @@ import pytest
 from fastrag.datasets.synthetic import mixed_documents
 
 import fastrag
-from fastrag import (
+from fastrag import Document, KnowledgeBase, VocabularyEmbedder
+from fastrag.errors import (
     ConfigError,
-    Document,
     DocumentError,
     DocumentNotFoundError,
     DuplicateDocumentError,
     EmbedderMismatchError,
-    KnowledgeBase,
     StoreCorruptedError,
     StoreError,
     StoreNotFoundError,
-    VocabularyEmbedder,
 )
 
 
@@ -100,7 +98,7 @@ def test_save_load_round_trip_gives_identical_results(kb, tmp_path):
 def test_loading_maps_vectors_without_copy(kb, tmp_path):
     kb.save(tmp_path / "kb")
     loaded = KnowledgeBase.load(tmp_path / "kb")
-    seg = loaded._store.segments[0]
+    seg = loaded._corpus.store.segments[0]
     assert not seg.vectors.flags.writeable
     assert not seg.vectors.flags.owndata  # a view of the mapped Arrow buffer
 
@@ -334,7 +332,7 @@ def test_manifest_records_format_embedder_and_counts(kb, tmp_path):
     kb.save(tmp_path / "kb")
     manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
     assert manifest["format"] == "fastrag-kb" and manifest["format_version"] == 1
-    assert manifest["kernel_abi"] == fastrag.KERNEL_ABI
+    assert manifest["kernel_abi"] == fastrag._native.KERNEL_ABI
     assert manifest["dim"] == kb.embedder.dim
     assert manifest["embedder"]["vocabulary"] == kb.embedder.vocabulary
     assert manifest["chunking"] == {"window": 60, "overlap": 10}
@@ -412,7 +410,7 @@ def test_records_equal_arrow_to_pylist(tmp_path):
     kb.add([{"id": "e", "text": "echo " * 70, "acl": []}])  # a second segment
     kb.save(tmp_path / "kb")
     for k in (kb, fastrag.KnowledgeBase.load(tmp_path / "kb")):
-        store = k._store
+        store = k._corpus.store
         n = len(store)
         assert len(store.segments) >= 1
         rows = np.array([n - 1, 0, *range(n), 2], dtype=np.int64)
@@ -429,7 +427,7 @@ def test_records_of_sliced_segments():
         for i in range(12)
     ]  # fmt: skip
     kb = fastrag.KnowledgeBase.build(docs, window=30, overlap=5)
-    batch = kb._store.segments[0].batch
-    sliced = ChunkStore(kb._store.dim, [batch.slice(3, batch.num_rows - 5), batch.slice(1, 2)])
+    batch = kb._corpus.store.segments[0].batch
+    sliced = ChunkStore(kb._corpus.store.dim, [batch.slice(3, batch.num_rows - 5), batch.slice(1, 2)])
     rows = np.arange(len(sliced), dtype=np.int64)[::-1].copy()
     assert sliced.records(rows) == sliced.rows(rows).to_pylist()

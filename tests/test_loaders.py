@@ -20,7 +20,7 @@ from fixtures_sources import (
 )
 
 import fastrag
-from fastrag.errors import MissingDependencyError, SourceError, StoreNotFoundError
+from fastrag.errors import DocumentError, MissingDependencyError, SourceError, StoreNotFoundError
 from fastrag.store.loaders import load_documents, resolve_sources
 from fastrag.store.loaders.pdf import parse_pdf_date
 
@@ -250,7 +250,7 @@ def test_text_formats_record_their_origin(tmp_path):
     assert docs["c1"]["team"] == "hr"
     with pytest.raises(StoreNotFoundError):
         list(load_documents(tmp_path / "missing"))
-    with pytest.raises(SourceError, match="unsupported file type"):
+    with pytest.raises(DocumentError, match="unsupported file type"):
         list(load_documents(tmp_path / "skip.bin"))
 
 

@@ -41,7 +41,7 @@ def _embedder(folder):
 
 def _content(kb):
     """Everything a fresh build and a synced one must share (chunk ids aside)."""
-    store = kb._store.compacted()
+    store = kb._corpus.store.compacted()
     table = pa.Table.from_batches([s.batch for s in store.segments]).unify_dictionaries()
     rows = table.drop_columns(["chunk_id", "vector"]).to_pylist()
     vectors = np.concatenate([s.vectors for s in store.segments])
@@ -133,7 +133,7 @@ def test_documents_through_the_api(tmp_path):
     plan = kb.sync([{"id": "z", "text": "zulu", "team": "ops"}], delete_missing=False)
     assert [d["id"] for d in plan.replace] == ["z"] and plan.delete == []
     assert kb.retrieve("zulu", k=1)[0].metadata["team"] == "ops"
-    assert sorted(kb._store.doc_index()) == ["x", "z"]
+    assert sorted(kb._corpus.store.doc_index()) == ["x", "z"]
     with pytest.raises(DuplicateDocumentError, match="'q'"):
         kb.sync([{"id": "q", "text": "a"}, {"id": "q", "text": "b"}])
 
@@ -192,7 +192,7 @@ def test_an_unreadable_file_keeps_its_stored_documents(tmp_path):
     plan = kb.sync(resolve_sources(docs), on_error=lambda p, r: failures.append((p.name, r)))
     assert failures and failures[0][0] == "manual.pdf" and "not a readable PDF" in failures[0][1]
     assert [o.origin for o in plan.failed] == [str(docs / "manual.pdf")]
-    assert {"manual.pdf#page=1", "manual.pdf#page=2"} <= set(kb._store.doc_index())
+    assert {"manual.pdf#page=1", "manual.pdf#page=2"} <= set(kb._corpus.store.doc_index())
     assert [d["id"] for d in plan.replace] == ["b.txt"]
 
 
@@ -265,8 +265,8 @@ def test_cli_index_syncs_an_existing_knowledge_base(tmp_path, capsys, monkeypatc
     fresh = tmp_path / "fresh"
     assert main(["index", "docs", "sqlite:///repairs.db", "--query", QUERY, "--kb", str(fresh),
                  "--chunking", "structure"]) == 0  # fmt: skip
-    assert sorted(fastrag.KnowledgeBase.load("kb")._store.doc_index()) == sorted(
-        fastrag.KnowledgeBase.load(fresh)._store.doc_index()
+    assert sorted(fastrag.KnowledgeBase.load("kb")._corpus.store.doc_index()) == sorted(
+        fastrag.KnowledgeBase.load(fresh)._corpus.store.doc_index()
     )
     with pytest.raises(SystemExit):
         main(["index", "docs", "--kb", "kb", "--chunking", "bogus"])
@@ -292,7 +292,7 @@ def test_cli_since_adds_and_replaces_newer_rows_only(tmp_path, capsys, monkeypat
     out = capsys.readouterr().out
     assert "1 added, 1 replaced, 0 deleted, 0 unchanged" in out
     kb = fastrag.KnowledgeBase.load("kb")
-    assert sorted(kb._store.doc_index()) == ["1", "2", "3", "4"]
+    assert sorted(kb._corpus.store.doc_index()) == ["1", "2", "3", "4"]
     assert kb.retrieve("flush the lines", k=1)[0].doc_id == "1"
     assert main([*base, "--since"]) == 0  # nothing newer now
     assert "0 added, 0 replaced, 0 deleted" in capsys.readouterr().out

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
-from fastrag import ConfigError
 from fastrag._threads import max_threads
+from fastrag.errors import ConfigError
 from fastrag.index import exact
 from fastrag.index.exact import exact_topk, merge_topk
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from fastrag._native import embedding as kernels
 
-from fastrag import Chunker, VocabularyEmbedder
+from fastrag import VocabularyEmbedder
+from fastrag.text import Chunker
 
 from .common import texts
 

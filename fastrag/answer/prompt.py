@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..text.cjk import is_chinese
 from ..types import Hit
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "SYSTEM_PROMPT",
     "build_messages",
     "build_user_message",
-    "is_chinese",
     "not_found_message",
     "parse_citations",
 ]
@@ -49,14 +49,7 @@ SYSTEM_PROMPT = (
 NOT_FOUND_EN = "The knowledge base does not contain an answer to this question."
 NOT_FOUND_ZH = "知识库中没有找到该问题的答案。"
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
-_LATIN = re.compile(r"[A-Za-z]")
 _MARKER = re.compile(r"\[(\d{1,4})\]")
-
-
-def is_chinese(text: str) -> bool:
-    """Whether a question is (mostly) Chinese: more CJK characters than Latin letters."""
-    return len(_CJK.findall(text)) >= max(1, len(_LATIN.findall(text)) // 4)
 
 
 def not_found_message(question: str) -> str:

@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..answer.table import ANSWER_BATCH_SCHEMA
 from ..errors import ConfigError, DocumentError, StoreError, StoreNotFoundError
-from ..kb import ANSWER_BATCH_SCHEMA
 from ..retrieve.options import check_mode
 from ..store.sources import read_questions
 from .files import BATCH_SCHEMA, BatchProgress, BatchSummary, _writer
@@ -234,7 +234,7 @@ def answer_dataset(
     -------
     ray.data.Dataset
         Per question: ``id`` (when the input has one), the columns of
-        :data:`~fastrag.kb.ANSWER_BATCH_SCHEMA` with ``query_index`` =
+        :data:`~fastrag.answer.table.ANSWER_BATCH_SCHEMA` with ``query_index`` =
         the input's ``query_index`` if it has one, else the row's position in
         ``ds`` (numbered by one ordered pass over ``ds``), then the
         input's other columns. Error messages name questions by that position.

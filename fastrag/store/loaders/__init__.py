@@ -6,9 +6,8 @@ dicts (``id``, ``text``, metadata):
 ========================  ===========================  ==============
 format                    module                       extra
 ========================  ===========================  ==============
-.txt .md .markdown .rst   :mod:`.plain`                (core)
-.jsonl                    :mod:`.jsonl`                (core)
-.csv                      :mod:`.table`                (core)
+.txt .md .markdown .rst   :mod:`fastrag.store.sources` (core)
+.jsonl .csv               :mod:`fastrag.store.sources` (core)
 .pdf                      :mod:`.pdf`                  ``pdf``
 .html .htm                :mod:`.web`                  ``html``
 .docx                     :mod:`.word`                 ``docx``
@@ -39,7 +38,7 @@ from typing import Any
 import orjson
 
 from ...errors import DocumentError, MissingDependencyError, SourceError, StoreNotFoundError
-from . import jsonl, pdf, plain, sql, table, web, word
+from . import pdf, sql, web, word
 
 __all__ = [
     "DOCUMENT_SUFFIXES",
@@ -54,11 +53,22 @@ __all__ = [
     "row_sha256",
 ]
 
-_LOADERS: dict[str, ModuleType] = {
-    suffix: module for module in (plain, jsonl, table, pdf, web, word) for suffix in module.SUFFIXES
+TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
+"""One document per file, the text as written (read by :mod:`fastrag.store.sources`)."""
+LINE_SUFFIXES = (".jsonl", ".csv")
+"""One document per line or row (read by :mod:`fastrag.store.sources`)."""
+_RICH: dict[str, ModuleType] = {
+    suffix: module for module in (pdf, web, word) for suffix in module.SUFFIXES
 }
-DOCUMENT_SUFFIXES: tuple[str, ...] = tuple(_LOADERS)
-"""File suffixes a loader reads."""
+RICH_SUFFIXES: tuple[str, ...] = tuple(_RICH)
+"""Formats parsed by a loader module here (PDF, HTML, Word)."""
+DOCUMENT_SUFFIXES: tuple[str, ...] = TEXT_SUFFIXES + LINE_SUFFIXES + RICH_SUFFIXES
+"""Every file suffix documents are read from."""
+
+
+def rich_documents(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
+    """The documents of a PDF, HTML or Word file (its loader module's ``load``)."""
+    return _RICH[path.suffix.lower()].load(path, doc_id)
 
 OnError = Callable[[Path | str, str], None]
 """``on_error(source, reason)``: told about a source that was skipped."""
@@ -114,6 +124,10 @@ class FileSource:
     def load(self, sha256: str | None = None) -> Iterator[dict[str, Any]]:
         """Yield the file's documents, each with ``origin`` and ``origin_sha256``.
 
+        The file is read and validated whole first
+        (:func:`fastrag.store.sources.file_documents`): its first problem
+        raises, so a file is taken entirely or not at all.
+
         Parameters
         ----------
         sha256 : str, optional
@@ -122,28 +136,13 @@ class FileSource:
         Raises
         ------
         SourceError
-            The file cannot be read or parsed (the message names it).
+            The file cannot be read or parsed (the message names it and the line).
         MissingDependencyError
             The format's optional package is not installed.
         """
-        digest = sha256 or self.sha256()
-        module = _LOADERS[self.path.suffix.lower()]
-        try:
-            for doc in module.load(self.path, self.doc_id):
-                doc.setdefault("source", self.origin)
-                doc["origin"] = self.origin
-                doc["origin_sha256"] = digest
-                yield doc
-        except (SourceError, MissingDependencyError):
-            raise
-        except UnicodeDecodeError as exc:
-            raise SourceError(
-                f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from exc
-        except OSError as exc:
-            raise SourceError(f"{self.path}: cannot be read: {exc.strerror or exc}") from exc
-        except DocumentError as exc:
-            raise SourceError(f"{self.path}: {str(exc).removeprefix(f'{self.path}: ')}") from exc
+        from ..sources import file_documents
+
+        return iter(file_documents(self.path, self.doc_id, sha256))
 
 
 @dataclass(eq=False)
@@ -265,10 +264,10 @@ def iter_sources(
         root = Path(raw)
         if root.is_dir():
             for p in sorted(q for q in root.rglob("*") if q.is_file()):
-                if p.suffix.lower() in _LOADERS:
+                if p.suffix.lower() in DOCUMENT_SUFFIXES:
                     yield FileSource(p, p.relative_to(root).as_posix())
         elif root.is_file():
-            if root.suffix.lower() in _LOADERS:
+            if root.suffix.lower() in DOCUMENT_SUFFIXES:
                 yield FileSource(root, root.name)
             else:
                 report(
@@ -287,6 +286,7 @@ def load_documents(
     query: str | None = None,
     since: Any = None,
     on_error: OnError | None = None,
+    report: Any = None,
 ) -> Iterator[dict[str, Any]]:
     """Load documents from files, folders or a database.
 
@@ -307,6 +307,10 @@ def load_documents(
         parsed: it is skipped (nothing of it is yielded) and the others are
         loaded. Without it such a file raises :class:`~fastrag.errors.SourceError`.
         A database query that fails always raises.
+    report : SourceReport, optional
+        Records what happened to each file and page (see
+        :class:`fastrag.store.report.SourceReport`); problems are reported,
+        not raised.
 
     Yields
     ------
@@ -320,8 +324,26 @@ def load_documents(
     >>> rows = fastrag.load_documents("sqlite:///repairs.db",
     ...     query="SELECT id, solution_text AS text, fault_code FROM repair_records")  # doctest: +SKIP
     """
-    for source in resolve_sources(path_or_url, query=query, since=since, on_error=on_error):
-        yield from load_source(source, on_error=on_error)
+    from ..sources import iter_documents
+
+    items = [path_or_url] if isinstance(path_or_url, (str, Path)) else list(path_or_url)
+    files: list[str | Path] = []  # a run of paths, read together (ids unique across them)
+    for item in [*items, None]:
+        if item is None or _is_url(item):
+            if files:
+                yield from iter_documents(files, on_error=on_error, report=report)
+                files = []
+            if item is not None:
+                for source in resolve_sources([item], query=query, since=since):
+                    yield from load_source(source, on_error=on_error, report=report)
+        else:
+            files.append(item)
+
+
+def _is_url(item: Any) -> bool:
+    return isinstance(item, str) and (
+        item.lower().startswith(("http://", "https://")) or sql.is_database_url(item)
+    )
 
 
 def resolve_sources(
@@ -346,49 +368,34 @@ def resolve_sources(
             yield from iter_sources([item], on_error=on_error)
 
 
-_STREAMED = jsonl.SUFFIXES + table.SUFFIXES
-"""Formats of many documents a file, read as a stream (a file is never held whole)."""
-
-
 def load_source(
-    source: FileSource | SqlSource | WebSource, *, on_error: OnError | None = None, sha256: str | None = None
+    source: SqlSource | WebSource,
+    *,
+    on_error: OnError | None = None,
+    report: Any = None,
+    sha256: str | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Yield a source's documents; a file that fails is reported and skipped.
+    """Yield a database's rows or a page's documents; a page that fails is reported and skipped.
 
-    A file of one document (or one per page) is read completely before its
-    first document is yielded, so one that fails adds nothing. JSON Lines and
-    CSV files stream; one that fails halfway is reported with the number of
-    documents that came before the failure. Database rows stream; a failing
-    query always raises.
+    A failing query always raises (it is not a bad file: the command is wrong).
     """
     if isinstance(source, SqlSource):
         yield from source.load()
         return
-    if isinstance(source, WebSource):
-        try:
-            docs = list(source.load(sha256))
-        except (SourceError, MissingDependencyError) as exc:
-            if on_error is None:
-                raise
-            on_error(source.url, str(exc).removeprefix(f"{source.url}: "))
-            return
-        yield from docs
-        return
-    streamed = source.path.suffix.lower() in _STREAMED
-    n = 0
     try:
-        if streamed:
-            for doc in source.load(sha256):
-                yield doc
-                n += 1
-            return
         docs = list(source.load(sha256))
     except (SourceError, MissingDependencyError) as exc:
+        reason = str(exc).removeprefix(f"{source.url}: ")
+        if report is not None:
+            report.file(source.url)
+            report.issue(source.url, reason)
+            return
         if on_error is None:
             raise
-        reason = str(exc).removeprefix(f"{source.path}: ")
-        if n:
-            reason += f" (the {n} document(s) before it were loaded)"
-        on_error(source.path, reason)
+        on_error(source.url, reason)
         return
+    if report is not None:
+        report.file(source.url)
+        for _ in docs:
+            report.document(source.url)
     yield from docs
