@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from ...errors import DocumentError, MissingDependencyError, SourceError, StoreNotFoundError
+from ...errors import MissingDependencyError, SourceError, StoreNotFoundError
 from . import pdf, sql, web, word
 
 __all__ = [
