@@ -41,6 +41,7 @@ from .retrieve.filters import Principal
 from .retrieve.options import RetrievalConfig, RetrievalOptions
 from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
+from .store.loaders import load_documents
 from .text.pii import Redactor
 from .types import Answer, Document, Generation, Hit
 from .warmup import warmup
@@ -73,5 +74,6 @@ __all__ = [
     "RewrittenQuery",
     "VocabularyEmbedder",
     "__version__",
+    "load_documents",
     "warmup",
 ]

@@ -54,6 +54,7 @@ from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, ChunkStore
 from .store.ingest import BuildProgress
+from .store.sync import SyncPlan, plan_sync, stored_documents
 from .store.snapshots import (
     HeldSnapshot,
     SnapshotInfo,
@@ -113,7 +114,7 @@ class KnowledgeBase:
     @classmethod
     def build(
         cls, docs: Iterable[Any], *, window: int = 200, overlap: int = 40,
-        embedder: Embedder | None = None, index: str = "exact",
+        chunking: str = "windows", embedder: Embedder | None = None, index: str = "exact",
         hnsw: HnswConfig | dict[str, Any] | None = None, keyword: bool = True,
         tokenizer: Tokenizer | None = None, retrieval: RetrievalConfig | None = None,
         rewriter: Any = None, threads: int | None = None,
@@ -128,9 +129,13 @@ class KnowledgeBase:
         or when HNSW recall@10 is under 0.95); ``keyword`` builds the BM25
         indexes (``tokenizer`` default ``Tokenizer(stem="porter")``);
         ``retrieval`` sets the default mode and fusion; ``progress`` is
-        called with a :class:`BuildProgress` after each batch.
+        called with a :class:`BuildProgress` after each batch. ``chunking``
+        is ``"windows"`` (fixed ``window``/``overlap`` windows) or
+        ``"structure"`` (whole headings, paragraphs, list items and table
+        rows packed up to ``window`` characters, each chunk with its heading
+        path as ``section``; see :class:`~fastrag.text.chunking.Chunker`).
         """
-        chunker = Chunker(window=window, overlap=overlap)
+        chunker = Chunker(window=window, overlap=overlap, mode=chunking)
         index = _check_index(index, allow_auto=True)
         hnsw_config = _hnsw_config(hnsw)
         emb = VocabularyEmbedder() if embedder is None else embedder
@@ -164,19 +169,55 @@ class KnowledgeBase:
             return kind
 
     # -- updates ---------------------------------------------------------------
-    def add(self, docs: Iterable[Any], *, threads: int | None = None) -> int:
+    def add(
+        self, docs: Iterable[Any], *, replace: Iterable[str] = (), threads: int | None = None
+    ) -> int:
         """Add documents; return the number of chunks added.
 
         Every document is validated, chunked and embedded before anything
         changes: on any error the knowledge base is exactly as it was. Ids
         already stored raise :class:`~fastrag.errors.DuplicateDocumentError`
-        (delete them first to replace them).
+        unless listed in ``replace``, whose stored documents are deleted in
+        the same step.
         """
         with self._lock:
-            corpus, added = corpora.add_documents(self._corpus, docs, self._chunker, threads=threads)
-            if added:
+            corpus, added = corpora.add_documents(
+                self._corpus, docs, self._chunker, replace=replace, threads=threads
+            )
+            if corpus is not self._corpus:
                 self._publish(corpus)
             return added
+
+    def sync(
+        self,
+        documents: Iterable[Any],
+        *,
+        delete_missing: bool = True,
+        on_error: Callable[[Any, str], None] | None = None,
+        threads: int | None = None,
+    ) -> SyncPlan:
+        """Make the knowledge base hold exactly ``documents``: add, replace, delete what changed.
+
+        ``documents`` are documents (dicts, :class:`~fastrag.Document`) or the
+        lazy sources of :func:`fastrag.store.loaders.resolve_sources` (a file
+        is hashed, and parsed only when its hash changed). Documents are
+        compared by their ``origin_sha256`` (set by the loaders; computed from
+        id, text and metadata otherwise, and stored with them). With
+        ``delete_missing`` (default) stored documents nothing yields any more
+        are deleted; ``on_error(source, reason)`` hears of a file that cannot
+        be read (its stored documents are kept; without it the error is
+        raised). Every change is one :meth:`add` with ``replace``: on any
+        error nothing changes, and the saved snapshot stays current until
+        :meth:`save`. Returns the :class:`~fastrag.store.sync.SyncPlan` applied.
+        """
+        with self._lock:
+            plan = plan_sync(
+                stored_documents(self._corpus.store), documents,
+                delete_missing=delete_missing, on_error=on_error,
+            )  # fmt: skip
+            if plan.changed:
+                self.add(plan.documents(), replace=plan.removed_ids(), threads=threads)
+            return plan
 
     def delete(self, doc_ids: str | Iterable[str], *, missing_ok: bool = False) -> int:
         """Delete documents (all their chunks); return the number of chunks deleted.
@@ -214,7 +255,7 @@ class KnowledgeBase:
             "fastrag_version": __version__,
             "dim": c.store.dim,
             "embedder": c.embedder.config(),
-            "chunking": {"window": self._chunker.window, "overlap": self._chunker.overlap},
+            "chunking": self._chunker.config(),
             "index": index,
             "keyword": None if c.keyword is None else c.keyword.config(),
             "retrieval": self._retriever.config.to_dict(),
@@ -295,7 +336,10 @@ class KnowledgeBase:
         chunking = manifest.chunking
         kb = cls(
             make_corpus(store, emb, graph=graph, keyword=keyword, documents=docs),
-            chunker=Chunker(window=chunking["window"], overlap=chunking["overlap"]),
+            chunker=Chunker(
+                window=chunking["window"], overlap=chunking["overlap"],
+                mode=chunking.get("mode", "windows"),
+            ),  # fmt: skip
             index=index_info["type"], hnsw=hnsw, auto=index_info.get("auto"),
             retrieval=retrieval, rewriter=rewriter, path=root, snapshot=entry.id,
         )  # fmt: skip
@@ -579,6 +623,7 @@ class KnowledgeBase:
             "vector_bytes": int(sum(s.vectors.nbytes for s in store.segments)),
             "text_bytes": sum(int(s.batch.column("text").buffers()[2].size) if len(s) else 0 for s in store.segments),
             "window": self._chunker.window, "overlap": self._chunker.overlap,
+            "chunking": self._chunker.mode,
             "embedder": {k: v for k, v in c.embedder.config().items() if k != "vocabulary"},
             "index": self._index,
             "hnsw": None if graph is None else {**self._hnsw.to_dict(), "elements": len(graph), "deleted": graph.n_deleted},

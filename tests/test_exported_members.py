@@ -28,7 +28,7 @@ def test_the_public_api_is_the_concepts_a_user_meets():
         "HnswConfig", "KnowledgeBase", "LLMReranker", "LLMRewriter", "Level",
         "OpenAIChatGenerator", "OpenAIEmbedder", "Principal", "QueryRewriter", "Redactor",
         "RetrievalConfig", "RetrievalOptions", "RewrittenQuery", "VocabularyEmbedder",
-        "__version__", "warmup",
+        "__version__", "load_documents", "warmup",
     }  # fmt: skip
     for name in fastrag.errors.__all__:
         assert issubclass(getattr(fastrag.errors, name), fastrag.FastragError), name

@@ -225,18 +225,28 @@ def build_corpus(
 
 
 def add_documents(
-    corpus: Corpus, docs: Iterable[Any], chunker: Chunker, *, threads: int | None = None
+    corpus: Corpus,
+    docs: Iterable[Any],
+    chunker: Chunker,
+    *,
+    replace: Iterable[str] = (),
+    threads: int | None = None,
 ) -> tuple[Corpus, int]:
     """The next corpus with ``docs`` added; every document is checked and embedded first.
 
     Ids already stored raise :class:`~fastrag.errors.DuplicateDocumentError`
-    and nothing changes. Returns the new corpus and the number of chunks added.
+    and nothing changes, unless listed in ``replace``: the stored documents
+    of those ids are deleted in the same step (a sync's replacements and
+    deletions), once the new ones are ready. Returns the new corpus and the
+    number of chunks added.
     """
     stored = corpus.store.doc_index()
+    removed = [d for d in dict.fromkeys(replace) if d in stored]
+    replaced = set(removed)
 
     def fresh(batch: Any) -> None:
         for doc_id in batch.ids:
-            if doc_id in stored:
+            if doc_id in stored and doc_id not in replaced:
                 raise DuplicateDocumentError(
                     f"document id {doc_id!r} is already in the knowledge base; delete it "
                     "first to replace it"
@@ -250,17 +260,26 @@ def add_documents(
         dim=dim,
         first_chunk_id=corpus.store.next_chunk_id,
     )
-    if batch is None:
+    if batch is None and not removed:
         return corpus, 0
     # The keyword indexes swap in new arrays on add(): shallow copies keep the old ones intact.
     keyword, documents = copy.copy(corpus.keyword), copy.copy(corpus.documents)
-    _index_keywords(keyword, documents, batch, chunker.overlap, threads)
-    if corpus.graph is not None:
-        vectors = np.asarray(batch.column("vector").values).reshape(batch.num_rows, -1)
-        corpus.graph.add(vectors, batch.column("chunk_id").to_numpy(), threads=threads)
+    if batch is not None:
+        _index_keywords(keyword, documents, batch, chunker.overlap, threads)
+        if corpus.graph is not None:
+            vectors = np.asarray(batch.column("vector").values).reshape(batch.num_rows, -1)
+            corpus.graph.add(vectors, batch.column("chunk_id").to_numpy(), threads=threads)
     store = corpus.store.copy()
-    store.append(batch)
-    return _next(corpus, store, keyword=keyword, documents=documents), batch.num_rows
+    if removed:
+        if corpus.graph is not None:
+            spans = [stored[d] for d in removed]
+            rows = np.concatenate([np.arange(sp.start, sp.start + sp.count) for sp in spans])
+            corpus.graph.mark_deleted(store.chunk_ids()[rows])
+        store.delete_docs(removed)
+    if batch is not None:
+        store.append(batch)
+    added = 0 if batch is None else batch.num_rows
+    return _next(corpus, store, keyword=keyword, documents=documents), added
 
 
 def delete_documents(

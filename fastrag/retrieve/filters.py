@@ -14,7 +14,7 @@ prompt, citation or batch row.
   which must hold (``{"updated_at": {">=": "2026-01-01"}}``).
 
 Fields are the chunk columns (``doc_id``, ``title``, ``source``,
-``updated_at``, ``ord``, ``start``, ``end``, ``chunk_id``) and any user
+``section``, ``updated_at``, ``ord``, ``start``, ``end``, ``chunk_id``) and any user
 metadata field. A chunk without the field never matches. ``updated_at``
 conditions take datetimes, dates, ISO-8601 strings or epoch seconds.
 
@@ -67,7 +67,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 _ALIASES = {"==": "eq", "!=": "ne", ">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
 _NUMERIC_COLUMNS = ("chunk_id", "ord", "start", "end")
-_STRING_COLUMNS = ("doc_id", "title", "source")
+_STRING_COLUMNS = ("doc_id", "title", "source", "section")
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,27 +73,41 @@ _HIT_COLUMNS = (
     "updated_at",
     "acl",
     "metadata",
+    "section",
 )
 """Every column but ``vector``: what a :class:`~fastrag.Hit` is made of."""
 
 
-def chunk_schema(dim: int) -> pa.Schema:
-    """Schema of ``chunks.arrow`` for vectors of ``dim`` columns."""
-    return pa.schema(
-        [
-            pa.field("chunk_id", pa.int64(), nullable=False),
-            pa.field("doc_id", _DICT_STR, nullable=False),
-            pa.field("ord", pa.int32(), nullable=False),
-            pa.field("start", pa.int64(), nullable=False),
-            pa.field("end", pa.int64(), nullable=False),
-            pa.field("text", pa.large_string(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
-            pa.field("title", _DICT_STR),
-            pa.field("source", _DICT_STR),
-            pa.field("updated_at", _TIMESTAMP),
-            pa.field("acl", pa.list_(pa.string())),
-            pa.field("metadata", _DICT_STR),
-        ]
+def chunk_schema(dim: int, *, legacy: bool = False) -> pa.Schema:
+    """Schema of ``chunks.arrow`` for vectors of ``dim`` columns.
+
+    ``section`` (the chunk's heading path, per chunk) is the last column;
+    ``legacy=True`` gives the schema of stores written before it existed,
+    which :meth:`ChunkStore.read` upgrades with an all-null column.
+    """
+    fields = [
+        pa.field("chunk_id", pa.int64(), nullable=False),
+        pa.field("doc_id", _DICT_STR, nullable=False),
+        pa.field("ord", pa.int32(), nullable=False),
+        pa.field("start", pa.int64(), nullable=False),
+        pa.field("end", pa.int64(), nullable=False),
+        pa.field("text", pa.large_string(), nullable=False),
+        pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+        pa.field("title", _DICT_STR),
+        pa.field("source", _DICT_STR),
+        pa.field("updated_at", _TIMESTAMP),
+        pa.field("acl", pa.list_(pa.string())),
+        pa.field("metadata", _DICT_STR),
+    ]
+    if not legacy:
+        fields.append(pa.field("section", _DICT_STR))
+    return pa.schema(fields)
+
+
+def _with_section(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A legacy batch with an all-null ``section`` column appended (no other column copied)."""
+    return batch.append_column(
+        pa.field("section", _DICT_STR), pa.nulls(batch.num_rows, _DICT_STR)
     )
 
 
@@ -120,11 +134,13 @@ def build_batch(
     updated_at: Sequence[_dt.datetime | None],
     acl: Sequence[list[str] | None],
     metadata: Sequence[str | None],
+    section: pa.DictionaryArray | None = None,
 ) -> pa.RecordBatch:
     """Assemble one segment from chunk arrays and per-document columns.
 
     ``chunk_doc`` indexes the per-document sequences; ``vectors`` is wrapped,
-    not copied.
+    not copied. ``section`` is per chunk (the heading path of structure-aware
+    chunks), null for every chunk when omitted.
     """
     n = int(chunk_doc.size)
     take = np.ascontiguousarray(chunk_doc, dtype=np.int64)
@@ -142,6 +158,7 @@ def build_batch(
         pa.array(updated_at, type=_TIMESTAMP).take(pa.array(take)),
         pa.array(acl, type=pa.list_(pa.string())).take(pa.array(take)),
         _dict_column(metadata, take),
+        pa.nulls(n, _DICT_STR) if section is None else section.cast(_DICT_STR),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=chunk_schema(dim))
 
@@ -256,6 +273,7 @@ class RowReader:
         self.title = _DictColumn(col("title"))
         self.source = _DictColumn(col("source"))
         self.metadata = _DictColumn(col("metadata"))
+        self.section = _DictColumn(col("section"))
         ts = col("updated_at")
         self._ts = np.frombuffer(ts.buffers()[1], dtype=np.int64)[ts.offset : ts.offset + len(ts)]
         self._ts_valid = _Valid(ts)
@@ -276,6 +294,7 @@ class RowReader:
         titles = self.title.many(rows)
         sources = self.source.many(rows)
         extras = self.metadata.many(rows)
+        sections = self.section.many(rows)
         ts_valid = self._ts_valid.many(rows)
         stamps = self._ts[rows].tolist()
         acl_valid = self._acl_valid.many(rows)
@@ -292,6 +311,8 @@ class RowReader:
                 acl = self._acl[i].as_py()
                 if acl is not None:
                     meta["acl"] = acl
+            if sections[j] is not None:
+                meta["section"] = sections[j]
             if extras[j]:
                 meta.update(orjson.loads(extras[j]))
             out.append((meta, texts[j]))
@@ -320,6 +341,9 @@ class RowReader:
             acl = self._acl[i].as_py()
             if acl is not None:
                 meta["acl"] = acl
+        section = self.section(i)
+        if section is not None:
+            meta["section"] = section
         extra = self.metadata(i)
         if extra:
             meta.update(orjson.loads(extra))
@@ -346,6 +370,7 @@ class RowReader:
             ),
             "acl": self._acl[i].as_py() if self._acl_valid(i) else None,
             "metadata": self.metadata(i),
+            "section": self.section(i),
         }
 
 
@@ -884,8 +909,11 @@ class ChunkStore:
             if info is None:
                 raise StoreCorruptedError(f"{path}: not recorded in the manifest")
             check_recorded(path, info, verify)
-        schema = chunk_schema(dim)
-        batches = _read_ipc(directory / CHUNKS_FILE, schema, verify)
+        batches = _read_ipc(
+            directory / CHUNKS_FILE, chunk_schema(dim), verify, legacy=chunk_schema(dim, legacy=True)
+        )
+        if batches and batches[0].schema.names[-1] != "section":
+            batches = [_with_section(b) for b in batches]
         store = cls(dim, [b for b in batches if b.num_rows], next_chunk_id)
         prev = -1
         for seg in store.segments:
@@ -914,7 +942,9 @@ class ChunkStore:
 _ARROW_MAGIC = b"ARROW1"
 
 
-def _read_ipc(path: Path, schema: pa.Schema, verify: bool) -> list[pa.RecordBatch]:
+def _read_ipc(
+    path: Path, schema: pa.Schema, verify: bool, legacy: pa.Schema | None = None
+) -> list[pa.RecordBatch]:
     try:
         with open(path, "rb") as fh:
             head = fh.read(len(_ARROW_MAGIC))
@@ -922,7 +952,9 @@ def _read_ipc(path: Path, schema: pa.Schema, verify: bool) -> list[pa.RecordBatc
             raise StoreCorruptedError(f"{path}: does not start with the Arrow file magic: corrupt")
         source = pa.memory_map(str(path), "r")
         reader = pa.ipc.open_file(source)
-        if not reader.schema.equals(schema):
+        if not reader.schema.equals(schema) and not (
+            legacy is not None and reader.schema.equals(legacy)
+        ):
             raise StoreCorruptedError(
                 f"{path}: unexpected schema\n{reader.schema}\nexpected\n{schema}"
             )
@@ -939,7 +971,7 @@ def _read_ipc(path: Path, schema: pa.Schema, verify: bool) -> list[pa.RecordBatc
 def metadata_of(row: dict[str, Any]) -> dict[str, Any]:
     """Collect the metadata fields of a row dict (as produced by ``to_pylist``) into one dict."""
     meta: dict[str, Any] = {}
-    for key in ("title", "source", "updated_at", "acl"):
+    for key in ("title", "source", "updated_at", "acl", "section"):
         value = row.get(key)
         if value is not None:
             meta[key] = value

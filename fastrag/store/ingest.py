@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._native.chunking import join_windows
+from .._native.structure import join_chunks
 from ..text.chunking import Chunker, Chunks
 from ..text.utf8 import utf8_buffers
 from .chunks import build_batch
@@ -157,6 +157,12 @@ def assemble(
     chunk_ord = np.empty(n, dtype=np.int32)
     chunk_start = np.empty(n, dtype=np.int64)
     chunk_end = np.empty(n, dtype=np.int64)
+    sections = [p.chunks.section_array() for p in pending if p.chunks is not None and len(p.chunks)]
+    section = (
+        pa.chunked_array(sections).unify_dictionaries().combine_chunks()
+        if sections and all(a is not None for a in sections)
+        else None
+    )
     row = byte = docs = 0
     for p in pending:
         c = p.chunks
@@ -191,11 +197,12 @@ def assemble(
         updated_at=docs_field("updated_at"),
         acl=docs_field("acl"),
         metadata=docs_field("metadata"),
+        section=section,
     )
 
 
 def keyword_texts(
-    batch: pa.RecordBatch, overlap: int
+    batch: pa.RecordBatch, overlap: int | None = None
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The texts the keyword indexes take from a segment, as UTF-8 buffers.
 
@@ -203,8 +210,10 @@ def keyword_texts(
     ----------
     batch : pyarrow.RecordBatch
         A segment of the store.
-    overlap : int
-        The chunker's overlap (removed when windows are joined).
+    overlap : int, optional
+        Unused: documents are rebuilt from the chunks' character offsets
+        (windows and structure-aware chunks alike; see
+        :func:`fastrag._native.structure.join_chunks`).
 
     Returns
     -------
@@ -218,4 +227,6 @@ def keyword_texts(
         return (data, offsets), (np.zeros(0, np.uint8), np.zeros(1, np.int64))
     starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
     doc_starts = np.append(starts, codes.size).astype(np.int64)
-    return (data, offsets), join_windows(data, offsets, doc_starts, overlap)
+    starts = batch.column("start").to_numpy(zero_copy_only=False)
+    ends = batch.column("end").to_numpy(zero_copy_only=False)
+    return (data, offsets), join_chunks(data, offsets, starts, ends, doc_starts)

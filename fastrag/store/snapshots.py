@@ -132,7 +132,7 @@ class Manifest:
     kernel_abi: int
     dim: int
     embedder: Mapping[str, Any]
-    chunking: Mapping[str, int]
+    chunking: Mapping[str, Any]
     index: Mapping[str, Any]
     keyword: Mapping[str, Any] | None
     retrieval: Mapping[str, Any]
@@ -273,6 +273,9 @@ def _check_manifest(root: Path, data: Any) -> Manifest:
     overlap = f.integer(f.get(chunking, "overlap", "chunking.overlap"), "chunking.overlap", 0)
     if overlap >= window:
         f.fail("chunking.overlap", f"must be below chunking.window ({window})", overlap)
+    mode = chunking.get("mode", "windows")
+    if mode not in ("windows", "structure"):
+        f.fail("chunking.mode", "must be 'windows' or 'structure'", mode)
     index = f.mapping(data["index"], "index")
     kind = f.get(index, "type", "index.type")
     if kind not in INDEX_TYPES:
@@ -302,7 +305,7 @@ def _check_manifest(root: Path, data: Any) -> Manifest:
         kernel_abi=KERNEL_ABI,
         dim=dim,
         embedder=embedder,
-        chunking={"window": window, "overlap": overlap},
+        chunking={"window": window, "overlap": overlap, "mode": mode},
         index=index,
         keyword=keyword,
         retrieval=retrieval,

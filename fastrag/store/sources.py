@@ -3,9 +3,12 @@
 Documents: ``.txt`` / ``.md`` / ``.markdown`` / ``.rst`` (one document per
 file), ``.jsonl`` (one object per line with ``id`` (or BEIR's ``_id``),
 ``text`` and any metadata), ``.csv`` (a header row with ``text`` and
-optionally ``id`` and metadata columns), and folders, searched recursively.
-Everything streams: no file is read whole into memory except a single text
-document. A bad line, an unreadable file or a repeated id is reported with
+optionally ``id`` and metadata columns), PDF, HTML and Word files (through
+:mod:`fastrag.store.loaders`), and folders, searched recursively. Everything
+streams: no file is read whole into memory except a single document (or one
+PDF's pages). Every document records the file it came from as ``origin``
+and the file's SHA-256 as ``origin_sha256`` (what incremental re-indexing
+compares, :mod:`fastrag.store.sync`). A bad line, an unreadable file or a repeated id is reported with
 its file and line (:class:`~fastrag.store.report.SourceReport`) and the rest
 is read; a UTF-8 byte-order mark is dropped.
 
@@ -16,6 +19,7 @@ optional ``id``), ``.csv`` (same columns) or ``.parquet`` (same columns).
 from __future__ import annotations
 
 import csv
+import hashlib
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +29,14 @@ from typing import Any
 
 import orjson
 
-from ..errors import DocumentError, DuplicateDocumentError, StoreNotFoundError
+from ..errors import (
+    DocumentError,
+    DuplicateDocumentError,
+    MissingDependencyError,
+    SourceError,
+    StoreNotFoundError,
+)
+from . import loaders
 from .documents import validate_document
 from .report import SourceIssue, SourceReport
 
@@ -34,6 +45,7 @@ __all__ = [
     "Question",
     "TEXT_SUFFIXES",
     "count_questions",
+    "file_documents",
     "iter_documents",
     "read_documents",
     "read_jsonl",
@@ -42,7 +54,7 @@ __all__ = [
 ]
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
-DOCUMENT_SUFFIXES = TEXT_SUFFIXES + (".jsonl", ".csv")
+DOCUMENT_SUFFIXES = TEXT_SUFFIXES + (".jsonl", ".csv") + loaders.RICH_SUFFIXES
 
 OnError = Callable[[Path, str], None]
 _BOM = b"\xef\xbb\xbf"
@@ -168,7 +180,52 @@ def _file_documents(
         return _jsonl_objects(path, sink)
     if suffix == ".csv":
         return _read_csv(path, sink)
+    if suffix in loaders.RICH_SUFFIXES:
+        return ((None, doc) for doc in loaders.rich_documents(path, doc_id))
     return _read_text(path, doc_id)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_documents(path: Path, doc_id: str, sha256: str | None = None) -> list[dict[str, Any]]:
+    """Every document of one file, validated, each with ``origin`` and ``origin_sha256``.
+
+    What :meth:`fastrag.store.loaders.FileSource.load` reads: the same
+    documents :func:`iter_documents` yields for the file, but the first
+    problem (a bad line, an invalid document, an id twice in the file)
+    raises :class:`~fastrag.errors.SourceError` naming the file and line, so
+    a file is taken whole or not at all.
+    """
+    sink = _Sink(None, None)
+    digest = sha256 or _sha256(path)
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int | None] = {}
+    try:
+        for line, doc in _file_documents(path, doc_id, sink):
+            where = str(path) if line is None else f"{path}:{line}"
+            did = validate_document(doc)
+            if did in seen:
+                raise DuplicateDocumentError(f"{where}: document id {did!r} appears twice in the file")
+            seen[did] = line
+            doc["origin"] = str(path)
+            doc["origin_sha256"] = digest
+            out.append(doc)
+    except (SourceError, MissingDependencyError):
+        raise
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    except DocumentError as exc:
+        text = str(exc)
+        raise SourceError(text if text.startswith(str(path)) else f"{path}: {text}") from exc
+    return out
 
 
 def _kind(path: Path) -> str:
@@ -259,7 +316,10 @@ def iter_documents(
             if sink.report is not None:
                 sink.report.file(path)
             try:
+                digest = _sha256(path)
                 for line, doc in _file_documents(path, doc_id, sink):
+                    doc["origin"] = str(path)
+                    doc["origin_sha256"] = digest
                     unit = "file" if line is None else "document"
                     try:
                         did = validate_document(doc)
@@ -279,6 +339,10 @@ def iter_documents(
                 sink.issue(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
             except OSError as exc:
                 sink.issue(path, f"cannot be read: {exc.strerror or exc}")
+            except (SourceError, MissingDependencyError) as exc:
+                if sink.report is None:
+                    raise  # strict: the loader's own error, naming the file
+                sink.issue(path, str(exc).removeprefix(f"{path}: "))
 
 
 def read_text_folder(path: str | Path) -> Iterator[dict[str, Any]]:
