@@ -33,6 +33,7 @@ from .answer.redact import Redactor
 from .config import ClientConfig
 from .embed.base import Embedder
 from .embed.openai import OpenAIEmbedder
+from .embed.static import StaticEmbedder
 from .embed.vocabulary import VocabularyEmbedder
 from .errors import (
     AuthenticationError,
@@ -118,6 +119,7 @@ __all__ = [
     "SearchIndexError",
     "SnapshotInfo",
     "StageTimeoutError",
+    "StaticEmbedder",
     "StoreCorruptedError",
     "StoreError",
     "StoreNotFoundError",

@@ -28,6 +28,7 @@ from .embed.base import (
     check_embedder,
     check_embedder_matches,
     document_vectors,
+    embedder_files,
     embedder_from_config,
     query_vectors,
     utf8_embedder,
@@ -46,7 +47,8 @@ from .index.keyword import BM25_FILE, BM25Index
 from .models.concurrency import STREAM_BLOCK as _STREAM_BLOCK
 from .models.concurrency import generate_stream, streams
 from .retrieve.filters import Principal, acl_mask, canonical_key, where_mask
-from .retrieve.options import RetrievalConfig, check_mode, vector_weight_for
+from .retrieve.fusion import fusion_plan
+from .retrieve.options import RetrievalConfig, check_mode
 from .retrieve.rerank import LLMReranker, Reranker, apply_reranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .store.chunks import ChunkStore, build_batch, metadata_of
@@ -273,6 +275,9 @@ class KnowledgeBase:
                 )
             emb.fit_counts(counter.total())  # type: ignore[union-attr]
         del counter
+        if not fit and getattr(emb, "fitted", True) is False and callable(getattr(emb, "fit_utf8", None)):
+            # An embedder that learns from the chunks: a static table distilled from a teacher.
+            emb.fit_utf8([(p.chunks.text_data, p.chunks.text_offsets) for p in pending], threads=threads)
         batch = _assemble(pending, emb, first_chunk_id=0, threads=threads)
         del pending
         if batch is not None:
@@ -339,6 +344,10 @@ class KnowledgeBase:
                             "first to replace it"
                         )
                 pending.append(_Pending(batch, _chunk_batch(self._chunker, batch, threads)))
+            learn = getattr(self._embedder, "learn_utf8", None)
+            if callable(learn):  # a static table asks its teacher for the items it lacks
+                for p in pending:
+                    learn(p.chunks.text_data, p.chunks.text_offsets, threads=threads)
             batch = _assemble(
                 pending, self._embedder, first_chunk_id=self._store.next_chunk_id, threads=threads
             )
@@ -479,6 +488,7 @@ class KnowledgeBase:
                 extras[BM25_DOCS_FILE] = self._doc_bm25.save
             if self._hnsw is not None:
                 extras[HNSW_FILE] = self._hnsw.save
+            extras.update(embedder_files(self._embedder))  # e.g. a static embedder's table
             sid = write_snapshot(
                 root, self._store, self._header(), keep=keep, overwrite=overwrite, extras=extras
             )
@@ -516,13 +526,13 @@ class KnowledgeBase:
         root = Path(path)
         manifest = read_manifest(root)
         entry = snapshot_entry(manifest, snapshot)
+        snap_dir = root / "snapshots" / entry["id"]
         if embedder is None:
-            emb = embedder_from_config(manifest["embedder"])
+            emb = embedder_from_config(manifest["embedder"], directory=snap_dir, verify=verify)
         else:
             check_embedder(embedder)
             check_embedder_matches(manifest["embedder"], embedder)
             emb = embedder
-        snap_dir = root / "snapshots" / entry["id"]
         dim = int(manifest["dim"])
         store = ChunkStore.read(
             snap_dir,
@@ -779,14 +789,15 @@ class KnowledgeBase:
         fused = mode == "hybrid" or group_by is not None
         m = len(queries)
         vectors = vec_rows = vec_scores = None
-        vector_weight = vector_weight_for(cfg, self._embedder)
+        plan = fusion_plan(cfg, self._embedder)
+        vector_weight = plan.vector
         if mode in ("vector", "hybrid") and (mode == "vector" or vector_weight > 0):
             vectors = self.embed_questions([q.text for q in queries], threads=threads)
             vec_rows, vec_scores = self.search(
                 vectors, width, exact=exact, where=where, principal=principal, threads=threads,
                 _masks=masks,
             )  # fmt: skip
-        key_rows = key_scores = key_weight = doc_rows = None
+        key_rows = key_scores = key_weight = doc_rows = doc_scores = None
         if mode in ("keyword", "hybrid"):
             assert self._bm25 is not None
             tokens = self._bm25.tokenizer.tokenize([q.keywords for q in queries])
@@ -800,42 +811,51 @@ class KnowledgeBase:
                 tokens, width, mask=global_mask, threads=threads
             )
             key_weight = self._bm25.query_weights(tokens)
-            if mode == "hybrid" and self._doc_bm25 is not None and cfg.document_weight > 0:
+            if mode == "hybrid" and self._doc_bm25 is not None and plan.document > 0:
                 doc_mask = None
                 if global_mask is not None:
                     doc_mask = np.zeros(self._doc_bm25.n_rows, dtype=np.bool_)
                     doc_mask[self._store.row_docs()[global_mask]] = True
-                doc_rows, _ = self._doc_bm25.search_tokens(
+                doc_rows, doc_scores = self._doc_bm25.search_tokens(
                     tokens, width, mask=doc_mask, threads=threads
                 )
         if not fused:
             rows, scores = (vec_rows, vec_scores) if mode == "vector" else (key_rows, key_scores)
             assert rows is not None and scores is not None
         else:
-            lists, weights = [], []
+            lists, weights, leg_scores = [], [], []
             if vec_rows is not None:
                 lists.append(vec_rows)
+                leg_scores.append(vec_scores)
                 weights.append(vector_weight if mode == "hybrid" else 1.0)
             if key_rows is not None:
                 lists.append(key_rows)
-                weights.append(cfg.keyword_weight if mode == "hybrid" else 1.0)
+                leg_scores.append(key_scores)
+                weights.append(plan.keyword if mode == "hybrid" else 1.0)
             c = max(1, max(x.shape[1] for x in lists))
             stacked = np.full((len(lists), m, c), -1, dtype=np.int64)
             for i, x in enumerate(lists):
                 stacked[i, :, : x.shape[1]] = x
             if doc_rows is not None:
                 group_lists = np.ascontiguousarray(doc_rows[None, :, :])
-                group_weights = np.array([cfg.document_weight], dtype=np.float64)
+                group_weights = np.array([plan.document], dtype=np.float64)
             else:
                 group_lists = np.zeros((0, m, 1), dtype=np.int64)
                 group_weights = np.zeros(0, dtype=np.float64)
             needs_groups = doc_rows is not None or group_by is not None
             groups = self._store.row_docs() if needs_groups else np.zeros(0, np.int64)
             with _threads(threads, work=stacked.size * 64):
-                rows, scores = _fusion_kernels.rrf_fuse(
-                    stacked, np.array(weights, dtype=np.float64), group_lists, group_weights,
-                    np.ascontiguousarray(groups), float(cfg.rrf_k), k, group_by == "doc",
-                )  # fmt: skip
+                if plan.method == "convex" and mode == "hybrid":
+                    rows, scores = _fusion_kernels.convex_fuse(
+                        stacked, _stack_scores(leg_scores, stacked.shape), np.array(weights, np.float64),
+                        group_lists, _stack_scores([doc_scores] if doc_rows is not None else [], group_lists.shape),
+                        group_weights, np.ascontiguousarray(groups), k, group_by == "doc",
+                    )  # fmt: skip
+                else:
+                    rows, scores = _fusion_kernels.rrf_fuse(
+                        stacked, np.array(weights, dtype=np.float64), group_lists, group_weights,
+                        np.ascontiguousarray(groups), float(cfg.rrf_k), k, group_by == "doc",
+                    )  # fmt: skip
             if mode != "hybrid":  # one leg, grouped: report that leg's own scores
                 source = vec_scores if mode == "vector" else key_scores
                 scores = _lookup(rows, lists[0], source, -np.inf)
@@ -1416,6 +1436,14 @@ def _default_concurrency(generator: Any) -> int:
     """Model clients: their configured concurrency; anything else: one call at a time."""
     config = getattr(generator, "client_config", None)
     return int(getattr(config, "max_concurrency", 1)) if config is not None else 1
+
+
+def _stack_scores(parts: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    """Leg scores as one ``(L, m, c)`` float32 array (padding 0) for ``convex_fuse``."""
+    out = np.zeros(shape, dtype=np.float32)
+    for i, x in enumerate(parts):
+        out[i, :, : x.shape[1]] = x
+    return out
 
 
 def _lookup(rows: np.ndarray, keys: np.ndarray, values: np.ndarray, default: float) -> np.ndarray:

@@ -18,7 +18,7 @@ import sys
 
 import numba
 
-from . import bm25, chunking, embedding, fusion, tokenize, topk
+from . import bm25, chunking, embedding, fusion, static, tokenize, topk
 from ._jit import CACHE
 
 __all__ = ["compile_all"]
@@ -73,3 +73,4 @@ def compile_all() -> None:
         child.wait()  # success or not, the calls below compile what is missing
     tokenize.warmup()
     bm25.warmup()
+    static.warmup()  # after tokenize: it calls the tokenizer's kernel

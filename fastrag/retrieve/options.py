@@ -56,35 +56,45 @@ class RetrievalConfig:
     oversample : int, default 3
         Each leg returns ``oversample * k`` candidates for fusion.
     vector_weight : float or None
-        Weight of the vector leg. ``None`` (default) chooses by embedder:
-        0.05 for the :class:`~fastrag.VocabularyEmbedder` (character counts
-        rank poorly on their own: they only break near-ties and reach
-        questions with no known keyword) and 1.0 for any other embedder.
-    keyword_weight : float
-        Weight of the chunk-level keyword leg (default 1.0).
-    document_weight : float
+        Weight of the vector leg. ``None`` (default) chooses by embedder
+        kind and fusion method (:data:`fastrag.retrieve.fusion.DEFAULTS`):
+        with RRF 0.05 for the :class:`~fastrag.VocabularyEmbedder`
+        (character counts rank poorly on their own: they only break
+        near-ties and reach questions with no known keyword) and 1.0 for
+        any other embedder.
+    keyword_weight : float or None
+        Weight of the chunk-level keyword leg (RRF default 1.0).
+    document_weight : float or None
         Weight of the document-level keyword leg (BM25 over whole documents;
         every chunk of a ranked document receives its document's share);
-        default 3.0. BENCHMARKS.md ("Hybrid retrieval") has the grid these
+        RRF default 3.0. BENCHMARKS.md ("Hybrid retrieval") has the grid these
         defaults were chosen from.
+    fusion : {"rrf", "convex"} or None
+        How the legs are fused: weighted reciprocal rank fusion, or a
+        weighted sum of min-max-normalised scores (see
+        :mod:`fastrag.retrieve.fusion`); ``None`` (default) chooses by
+        embedder kind.
     """
 
     mode: str = "hybrid"
     rrf_k: int = 60
     oversample: int = 3
     vector_weight: float | None = None
-    keyword_weight: float = 1.0
-    document_weight: float = 3.0
+    keyword_weight: float | None = None
+    document_weight: float | None = None
+    fusion: str | None = None
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
+        if self.fusion is not None and self.fusion not in ("rrf", "convex"):
+            raise ConfigError(f"fusion must be 'rrf', 'convex' or None, got {self.fusion!r}")
         for name in ("rrf_k", "oversample"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
         for name in ("vector_weight", "keyword_weight", "document_weight"):
             value = getattr(self, name)
-            if value is None and name == "vector_weight":
+            if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative number, got {value!r}")
@@ -98,6 +108,7 @@ class RetrievalConfig:
             "vector_weight": self.vector_weight,
             "keyword_weight": self.keyword_weight,
             "document_weight": self.document_weight,
+            "fusion": self.fusion,
         }
 
     @classmethod
@@ -113,11 +124,9 @@ VOCABULARY_VECTOR_WEIGHT = 0.05
 
 def vector_weight_for(config: RetrievalConfig, embedder: object) -> float:
     """The vector leg's weight: the configured one, or the embedder-dependent default."""
-    if config.vector_weight is not None:
-        return float(config.vector_weight)
-    from ..embed.vocabulary import VocabularyEmbedder
+    from .fusion import fusion_plan
 
-    return VOCABULARY_VECTOR_WEIGHT if isinstance(embedder, VocabularyEmbedder) else 1.0
+    return fusion_plan(config, embedder).vector
 
 
 def check_mode(mode: object) -> str:

@@ -115,6 +115,13 @@ def _new_id(manifest: dict[str, Any] | None) -> str:
     return f"{seq:06d}-{stamp}"
 
 
+def _lineage(value: Any) -> Any:
+    """An embedder config without what changes as it learns (a static table's revision, size)."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in ("revision", "items")}
+    return value
+
+
 def write_snapshot(
     root: Path,
     store: ChunkStore,
@@ -180,7 +187,7 @@ def _write_snapshot(
         manifest = read_manifest(root) if (root / MANIFEST).exists() else None
         if manifest is not None and not overwrite:
             for key in ("dim", "embedder"):
-                if manifest[key] != header[key]:
+                if _lineage(manifest[key]) != _lineage(header[key]):
                     raise StoreError(
                         f"{root}: holds a knowledge base with a different {key}; pass "
                         "overwrite=True to replace it, or save elsewhere"
