@@ -139,6 +139,14 @@ def _embedder(args: argparse.Namespace) -> Any:
     return VocabularyEmbedder(None if args.max_features == 0 else args.max_features)
 
 
+def _close_clients(embedder: Any) -> None:
+    """Close the HTTP clients of an embedder and of its teacher (a static table's), if any."""
+    for obj in (embedder, getattr(embedder, "teacher", None)):
+        close = getattr(obj, "close", None)
+        if callable(close):
+            close()
+
+
 def _teacher(args: argparse.Namespace) -> Any:
     from .embed.teachers import teacher_from_spec
 
@@ -190,6 +198,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         threads=args.threads,
         progress=_build_progress(sys.stderr),
     )
+    _close_clients(embedder)
     sid = kb.save(args.kb, overwrite=args.overwrite)
     s = kb.stats()
     print(
@@ -305,9 +314,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         document_weight=args.document_weight,
     )  # fmt: skip
     build = {"embedder": _embedder(args), "retrieval": retrieval}
-    reports = evaluate_beir(
-        args.dataset, modes=modes, window=args.window, overlap=args.overlap, build_options=build
-    )
+    try:
+        reports = evaluate_beir(
+            args.dataset, modes=modes, window=args.window, overlap=args.overlap, build_options=build
+        )
+    finally:
+        _close_clients(build["embedder"])
     if args.json:
         for r in reports:
             sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")

@@ -103,8 +103,8 @@ def _find(keys, rows, h):  # pragma: no cover - inlined
 
 @kernel
 def _embed_text(
-    data, lo, hi, classes, fold, stop, cjk_mode, keys, rows, coef, table, scratch, empty_i,
-    empty_k, row,
+    data, lo, hi, classes, fold, stop, cjk_mode, keys, rows, coef, table, scratch, found,
+    empty_i, empty_k, row,
 ):
     """Write the L2-normalised weighted mean of the items of ``data[lo:hi]`` into ``row``."""
     dim = row.size
@@ -113,17 +113,20 @@ def _embed_text(
     n = _tokenize_text(
         data, lo, hi, classes, fold, stop, cjk_mode, scratch, empty_i, empty_i, empty_k, 0, False
     )
-    hit = False
+    # Resolve every token first (the hash-table probes overlap), then sum the rows.
+    m = 0
     for t in range(n):
         r = _find(keys, rows, scratch[t])
-        if r < 0:
-            continue
+        if r >= 0:
+            found[m] = r
+            m += 1
+    for t in range(m):
+        r = found[t]
         c = coef[r]
         src = table[r]
         for j in range(dim):
             row[j] += c * src[j]
-        hit = True
-    if hit:
+    if m:
         sumsq = 0.0
         for j in range(dim):
             sumsq += row[j] * row[j]
@@ -141,12 +144,13 @@ def _embed_serial(data, offsets, classes, fold, stop, cjk_mode, keys, rows, coef
     for i in range(n):
         longest = max(longest, offsets[i + 1] - offsets[i])
     scratch = np.empty(max(longest, 1), dtype=np.uint64)
+    found = np.empty(max(longest, 1), dtype=np.int32)
     empty_i = np.empty(0, dtype=np.int64)
     empty_k = np.empty(0, dtype=np.uint8)
     for i in range(n):
         _embed_text(
             data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode, keys, rows, coef,
-            table, scratch, empty_i, empty_k, out[i],
+            table, scratch, found, empty_i, empty_k, out[i],
         )  # fmt: skip
 
 
@@ -163,12 +167,13 @@ def _embed_parallel(
         for i in range(lo, hi):
             longest = max(longest, offsets[i + 1] - offsets[i])
         scratch = np.empty(max(longest, 1), dtype=np.uint64)
+        found = np.empty(max(longest, 1), dtype=np.int32)
         empty_i = np.empty(0, dtype=np.int64)
         empty_k = np.empty(0, dtype=np.uint8)
         for i in range(lo, hi):
             _embed_text(
                 data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode, keys, rows,
-                coef, table, scratch, empty_i, empty_k, out[i],
+                coef, table, scratch, found, empty_i, empty_k, out[i],
             )  # fmt: skip
 
 

@@ -496,3 +496,32 @@ def test_convex_fusion_in_a_knowledge_base():
     with pytest.raises(ConfigError):
         RetrievalConfig(fusion="sum")
     assert RetrievalConfig.from_dict(RetrievalConfig(fusion="convex").to_dict()).fusion == "convex"
+
+
+# -- command line ---------------------------------------------------------------------------------
+def test_cli_index_and_eval_with_a_static_embedder(tmp_path, capsys, openai_server):
+    import json
+
+    from fastrag.cli import main
+
+    src = tmp_path / "docs.jsonl"
+    src.write_text("\n".join(json.dumps({"id": d["id"], "text": d["text"]}, ensure_ascii=False) for d in DOCS))
+    url = openai_server.base_url
+    assert main(["index", str(src), "--kb", str(tmp_path / "kb"), "--embedder", "static", "--teacher", url,
+                 "--teacher-model", "m", "--dim", "4", "--workdir", str(tmp_path / "wd")]) == 0
+    assert (tmp_path / "wd" / "items.f32").exists()
+    back = KnowledgeBase.load(tmp_path / "kb")
+    assert isinstance(back.embedder, StaticEmbedder) and back.embedder.dim == 4
+    assert main(["query", str(tmp_path / "kb"), "zebra", "--json"]) == 0
+    assert "d4" in capsys.readouterr().out
+    # A tiny BEIR folder: eval distils from the teacher, fuses convexly, prints every mode.
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    (beir / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": d["id"], "title": "", "text": d["text"]}, ensure_ascii=False) for d in DOCS))
+    (beir / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "zebra and dog"}))
+    (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td4\t1\n")
+    assert main(["eval", str(beir), "--embedder", "static", "--teacher", url, "--teacher-model", "m",
+                 "--dim", "4", "--fusion", "convex", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [r["mode"] for r in rows] == ["vector", "keyword", "hybrid"]
+    assert rows[1]["ndcg_at_10"] == 1.0
