@@ -100,27 +100,51 @@ def with_retrieval(kb: KnowledgeBase, cfg: RetrievalConfig) -> KnowledgeBase:
 
 
 GRID_RRF = {"vector_weight": [0.05, 0.25, 0.5, 1.0, 2.0], "document_weight": [1.0, 2.0, 3.0, 4.0]}
-GRID_CONVEX = {"vector_weight": [0.2, 0.35, 0.5, 0.65, 0.8], "keyword_weight": [0.0, 0.15, 0.3], "document_weight": [0.2, 0.35, 0.5, 0.65]}
+GRID_CONVEX = {
+    "vector_weight": [0.05, 0.1, 0.2, 0.35, 0.5, 0.65],
+    "keyword_weight": [0.0, 0.15, 0.3],
+    "document_weight": [0.2, 0.35, 0.5, 0.65],
+}
+
+
+def _best(kb, ds, qids, texts, base: RetrievalConfig, method: str, grid) -> tuple[float, dict]:
+    best = None
+    keys = list(grid)
+    for values in itertools.product(*(grid[k] for k in keys)):
+        fields = dict(zip(keys, values))
+        cfg = RetrievalConfig(**{**base.to_dict(), "fusion": method, **fields})
+        s = score(with_retrieval(kb, cfg), ds, qids, texts, "hybrid")["ndcg10"]
+        if best is None or s > best[0]:
+            best = (s, fields)
+    assert best is not None
+    return best
 
 
 def tune(kb, ds, halves, base: RetrievalConfig) -> list[dict[str, Any]]:
-    """Grid over both fusion methods on the tune half; the best of each is scored on the test half."""
-    (tq, tt), (vq, vt) = halves
+    """Per fusion method: the grid's best on one half, scored on the other, both ways (2-fold).
+
+    ``test_ndcg10`` is the half-B score of the settings best on half A;
+    ``cross_ndcg10`` averages that with the converse: every query scored by
+    settings chosen without it.
+    """
     out = []
     for method, grid in (("rrf", GRID_RRF), ("convex", GRID_CONVEX)):
-        best = None
-        keys = list(grid)
-        for values in itertools.product(*(grid[k] for k in keys)):
-            fields = dict(zip(keys, values))
+        folds = []
+        for a, b in ((0, 1), (1, 0)):
+            tq, tt = halves[a]
+            vq, vt = halves[b]
+            s, fields = _best(kb, ds, tq, tt, base, method, grid)
             cfg = RetrievalConfig(**{**base.to_dict(), "fusion": method, **fields})
-            s = score(with_retrieval(kb, cfg), ds, tq, tt, "hybrid")["ndcg10"]
-            if best is None or s > best[0]:
-                best = (s, fields)
-        assert best is not None
-        cfg = RetrievalConfig(**{**base.to_dict(), "fusion": method, **best[1]})
-        test = score(with_retrieval(kb, cfg), ds, vq, vt, "hybrid")
-        out.append({"fusion": method, **best[1], "tune_ndcg10": best[0], "test_ndcg10": test["ndcg10"], "test_r100": test["r100"]})
-        print(f"  {method}: best on tune {best[0]:.4f} with {best[1]}; test half {test['ndcg10']:.4f}", file=sys.stderr)
+            test = score(with_retrieval(kb, cfg), ds, vq, vt, "hybrid")
+            folds.append((s, fields, test))
+        (s, fields, test), (_, fields_b, test_b) = folds
+        n_a, n_b = len(halves[1][0]), len(halves[0][0])
+        cross = (test["ndcg10"] * n_a + test_b["ndcg10"] * n_b) / (n_a + n_b)
+        out.append({"fusion": method, **fields, "tune_ndcg10": s, "test_ndcg10": test["ndcg10"],
+                    "test_r100": test["r100"], "other_fold": fields_b, "cross_ndcg10": cross})
+        print(f"  {method}: best on tune {s:.4f} with {fields}; test half {test['ndcg10']:.4f}; "
+              f"2-fold (each half tuned on the other) {cross:.4f} (other fold chose {fields_b})",
+              file=sys.stderr)
     with_retrieval(kb, base)
     return out
 
@@ -160,13 +184,14 @@ def main() -> None:
     ap.add_argument("--fit-sample", type=int, default=20_000)
     ap.add_argument("--ridge", type=float, default=0.3)
     ap.add_argument("--iterations", type=int, default=60)
-    ap.add_argument("--sif-a", type=float, default=1e-3)
+    ap.add_argument("--sif-a", type=float, default=1e-4)
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--quantize", default="int8")
     ap.add_argument("--teacher-alone", action="store_true")
     ap.add_argument("--characters", action="store_true", help="also score the character-count embedder")
     ap.add_argument("--tune", action="store_true", help="choose fusion weights on one half, report the other")
     ap.add_argument("--save-table", default=None, help="write the distilled table here")
+    ap.add_argument("--table", default=None, help="score this ready table instead of distilling one")
     ap.add_argument("--out", default=None, help="JSON results")
     args = ap.parse_args()
     warmup()
@@ -178,6 +203,24 @@ def main() -> None:
         ids = qids[part::2]
         halves.append((ids, [texts[i] for i in ids]))
     results: dict[str, Any] = {"data": args.data, "teacher": args.teacher, "dim": args.dim, "queries": len(qids)}
+    if args.table:  # a ready table (e.g. the general one): no teacher, no distillation
+        emb = StaticEmbedder.load(args.table)
+        t0 = time.perf_counter()
+        kb = KnowledgeBase.build(ds.documents(), embedder=emb)
+        results["build_seconds"] = time.perf_counter() - t0
+        results["table"] = {"file": args.table, "items": len(emb.table), "revision": emb.table.sha256}
+        results["static"] = legs(kb, ds, halves, "static")
+        if args.tune:
+            results["static_tuned"] = tune(kb, ds, halves, RetrievalConfig())
+        if args.characters:
+            kbc = KnowledgeBase.build(ds.documents(), embedder=VocabularyEmbedder())
+            results["characters"] = legs(kbc, ds, halves, "characters")
+            if args.tune:
+                results["characters_tuned"] = tune(kbc, ds, halves, RetrievalConfig())
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=2))
+        print(json.dumps(results, indent=2))
+        return
     teacher = make_teacher(args)
     options = DistillOptions(
         dim=args.dim, max_items=args.max_items, min_count=args.min_count, fit=not args.no_fit,

