@@ -64,7 +64,10 @@ class Precomputed:
         self._index = {t: i for i, t in enumerate(texts)}
         self._vectors = vectors
         self._teacher = teacher
-        self.dim = vectors.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return int(self._vectors.shape[1])
 
     def embed_documents(self, texts):
         return self._vectors[[self._index[t] for t in texts]]
@@ -188,6 +191,7 @@ def main() -> None:
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--quantize", default="int8")
     ap.add_argument("--teacher-alone", action="store_true")
+    ap.add_argument("--probe", type=int, default=256, help="chunks timed for the teacher's speed")
     ap.add_argument("--characters", action="store_true", help="also score the character-count embedder")
     ap.add_argument("--tune", action="store_true", help="choose fusion weights on one half, report the other")
     ap.add_argument("--save-table", default=None, help="write the distilled table here")
@@ -262,7 +266,7 @@ def main() -> None:
         if sample is None:
             rate = len(chunk_texts) / (time.perf_counter() - t0)
         else:  # measure the teacher's speed on a slice of the same chunks
-            probe = chunk_texts[:512]
+            probe = chunk_texts[: args.probe]
             t1 = time.perf_counter()
             (getattr(teacher, "embed_documents", None) or teacher.embed)(probe)
             rate = len(probe) / (time.perf_counter() - t1)

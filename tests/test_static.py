@@ -366,7 +366,8 @@ def test_static_embedder_against_a_real_openai_compatible_server(openai_server):
         base_url=openai_server.base_url, model="m", batch_size=5,
         document_prefix="passage: ", input_type=("query", "passage"),
     )  # fmt: skip
-    emb = StaticEmbedder.distill(CORPUS, teacher, dim=8, min_count=1, max_concurrency=2)
+    with teacher:
+        emb = StaticEmbedder.distill(CORPUS, teacher, dim=8, min_count=1, max_concurrency=2)
     bodies = [r.body for r in openai_server.requests_to("/v1/embeddings")]
     sent = [t for b in bodies for t in b["input"]]
     assert all(t.startswith("passage: ") for t in sent)
