@@ -30,7 +30,14 @@ from pathlib import Path
 import numpy as np
 
 from fastrag import StaticEmbedder
-from fastrag.embed.distill import DistillOptions, RowLog, _normalise_rows, _pca, embed_streamed, _printer
+from fastrag.embed.distill import (
+    DistillOptions,
+    RowLog,
+    _normalise_rows,
+    _pca,
+    _printer,
+    embed_streamed,
+)
 from fastrag.embed.static import ITEM_TOKENIZER, StaticTable, quantize_rows, sif_weights
 
 
@@ -86,7 +93,9 @@ def main() -> None:
         (Path(args.workdir) / "items.txt").write_text("\n".join(items))
         log = RowLog(Path(args.workdir) / "items.f32", 384)
     t = time.perf_counter()
-    raw = embed_streamed(items, teacher, opts, side="document", log=log, stage="items", progress=_printer())
+    raw = embed_streamed(
+        items, teacher, opts, side="document", log=log, stage="items", progress=_printer()
+    )
     seconds = time.perf_counter() - t
     mean, comp = _pca(raw, args.dim)
     vectors = _normalise_rows((raw - mean) @ comp)
@@ -107,7 +116,10 @@ def main() -> None:
         projection=(mean, comp),
     )  # fmt: skip
     info = table.write(args.out)
-    print(f"wrote {args.out}: {info['bytes'] / 2**20:.1f} MB, {StaticEmbedder(table)}", file=sys.stderr)
+    print(
+        f"wrote {args.out}: {info['bytes'] / 2**20:.1f} MB, {StaticEmbedder(table)}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

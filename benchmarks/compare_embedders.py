@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -121,7 +119,10 @@ def main() -> None:
     warmup()
     texts = chunk_texts(args)
     n = len(texts)
-    print(f"{n:,} chunks, {sum(len(t) for t in texts) / n:.0f} characters each on average", file=sys.stderr)
+    print(
+        f"{n:,} chunks, {sum(len(t) for t in texts) / n:.0f} characters each on average",
+        file=sys.stderr,
+    )
     table = StaticTable.read(args.table) if args.table else random_table(texts, args.dim)
     emb = StaticEmbedder(table)
     from fastrag.text.utf8 import encode_utf8
@@ -130,7 +131,7 @@ def main() -> None:
     res: dict = {"chunks": n, "dim": table.dim, "items": len(table), "dtype": table.dtype}
     for threads in (1, 2):
         emb.embed_utf8(data, offsets, threads=threads)
-        t = timed(lambda: emb.embed_utf8(data, offsets, threads=threads), args.repeat)
+        t = timed(lambda t=threads: emb.embed_utf8(data, offsets, threads=t), args.repeat)
         res[f"static_utf8_t{threads}"] = n / t
     res["static_list_t2"] = n / timed(lambda: emb.embed(texts, threads=2), args.repeat)
     voc = VocabularyEmbedder().fit(texts)
@@ -178,7 +179,9 @@ def main() -> None:
 
         sub = StaticEmbedder.from_model2vec(args.model2vec)
         m2v = StaticModel.from_pretrained(args.model2vec)
-        res["subword_fastrag"] = n / timed(lambda: sub.embed_utf8(data, offsets, threads=2), args.repeat)
+        res["subword_fastrag"] = n / timed(
+            lambda: sub.embed_utf8(data, offsets, threads=2), args.repeat
+        )
         res["subword_model2vec"] = n / timed(lambda: m2v.encode(texts), max(1, args.repeat // 2))
     if args.teacher:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

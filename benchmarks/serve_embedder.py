@@ -53,7 +53,10 @@ def make_handler(teacher, name: str):
             fn = teacher.embed_queries if side == "query" else teacher.embed_documents
             with lock:
                 vectors = np.asarray(fn(texts), dtype=np.float32)
-            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+            data = [
+                {"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in enumerate(vectors)
+            ]
             self._send(200, {"object": "list", "data": data, "model": name})
 
     return Handler

@@ -103,8 +103,22 @@ def _find(keys, rows, h):  # pragma: no cover - inlined
 
 @kernel
 def _embed_text(
-    data, lo, hi, classes, fold, stop, cjk_mode, keys, rows, coef, table, scratch, found,
-    empty_i, empty_k, row,
+    data,
+    lo,
+    hi,
+    classes,
+    fold,
+    stop,
+    cjk_mode,
+    keys,
+    rows,
+    coef,
+    table,
+    scratch,
+    found,
+    empty_i,
+    empty_k,
+    row,
 ):
     """Write the L2-normalised weighted mean of the items of ``data[lo:hi]`` into ``row``."""
     dim = row.size
@@ -220,7 +234,9 @@ def embed_static(
     )
     with _wrapping():
         if blocks <= 1:
-            _embed_serial(data, offsets, classes, fold, stop, cjk_mode, keys, rows, coef, table, out)
+            _embed_serial(
+                data, offsets, classes, fold, stop, cjk_mode, keys, rows, coef, table, out
+            )
         else:
             _embed_parallel(
                 data, offsets, classes, fold, stop, cjk_mode, keys, rows, coef, table, out,
@@ -385,4 +401,6 @@ def warmup() -> None:
     id_offsets = np.array([0, 2, 3], dtype=np.int64)
     ids = np.array([0, 1, 1], dtype=np.int64)
     embed_ids(id_offsets, ids, np.arange(2, dtype=np.int64), coef, np.ones((2, 4), np.float32), out)
-    csr_matmul(id_offsets, ids[:3].astype(np.int32), np.ones(3, np.float32), np.ones((2, 4), np.float32))
+    csr_matmul(
+        id_offsets, ids[:3].astype(np.int32), np.ones(3, np.float32), np.ones((2, 4), np.float32)
+    )

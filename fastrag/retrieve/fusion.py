@@ -62,7 +62,7 @@ def embedder_kind(embedder: object) -> str:
 
 
 def fusion_plan(config: Any, embedder: object) -> FusionPlan:
-    """The method and weights a retrieval uses: the configured ones, the kind's defaults for the rest.
+    """Resolve the fusion method and weights: the configured ones, else the kind's defaults.
 
     Parameters
     ----------

@@ -12,7 +12,9 @@ def item_tokens(text: str) -> list[str]:
     return tokens(text, lowercase=True, stopwords=frozenset(), cjk="unigram+bigram")
 
 
-def embed(text: str, rows: dict[str, int], coef: list[float], table: list[list[float]]) -> list[float]:
+def embed(
+    text: str, rows: dict[str, int], coef: list[float], table: list[list[float]]
+) -> list[float]:
     """Weighted sum of the rows of the text's known items, L2-normalised (zero if none)."""
     dim = len(table[0]) if table else 0
     out = [0.0] * dim
@@ -26,7 +28,9 @@ def embed(text: str, rows: dict[str, int], coef: list[float], table: list[list[f
     return [v / norm for v in out] if norm > 0 else out
 
 
-def embed_ids(ids: list[int], row_of_id: list[int], coef: list[float], table: list[list[float]]) -> list[float]:
+def embed_ids(
+    ids: list[int], row_of_id: list[int], coef: list[float], table: list[list[float]]
+) -> list[float]:
     """Weighted sum over token ids (unknown ids and rows -1 skipped), L2-normalised."""
     dim = len(table[0])
     out = [0.0] * dim
