@@ -8,6 +8,11 @@ after ``warmup()``: p50/p99 latency of the raw kernel (``exact_topk`` on the
 same question vectors), ``retrieve()`` and ``answer()`` (extractive
 generator), interleaved in the same loop so machine noise hits all three;
 then ``answer_batch`` throughput over ``--batch`` questions.
+
+``--static TABLE`` runs every measurement again with a
+``StaticEmbedder`` loaded from a static table (for example the general
+table of ``benchmarks/build_general_table.py``) beside the character
+embedder.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 from fastrag.datasets import demo_documents
 from fastrag.datasets.synthetic import mixed_documents
 
-from fastrag import KnowledgeBase, VocabularyEmbedder, warmup
+from fastrag import KnowledgeBase, StaticEmbedder, VocabularyEmbedder, warmup
 from fastrag.index.exact import exact_topk
 
 
@@ -70,20 +75,27 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("-k", type=int, default=5)
     ap.add_argument("--mode", default=None, help="retrieval mode passed to retrieve/answer (default: the KB's)")
+    ap.add_argument("--static", default=None, metavar="TABLE", help="also run with this static table")
     args = ap.parse_args()
     mode_kw = {} if args.mode is None else {"mode": args.mode}
     warmup()
+    embedders = [("characters", lambda: VocabularyEmbedder(max_features=384))]
+    if args.static:
+        embedders.append(("static", lambda: StaticEmbedder.load(args.static)))
+    for label, make in embedders:
+        run(label, make, args, mode_kw)
 
-    demo = KnowledgeBase.build(demo_documents())
+
+def run(label, make, args, mode_kw) -> None:
+    print(f"=== embedder: {label}")
+    demo = KnowledgeBase.build(demo_documents(), embedder=None if label == "characters" else make())
     demo_q = ["年假怎么申请？", "设备丢失后多久内要报告？", "公司食堂几点开门？", "报销需要在多少天内提交？"]
     report(f"demo knowledge base ({len(demo)} chunks), {args.rounds} rounds",
            measure(demo, demo_q, args.rounds, args.k, mode_kw))
 
     n_docs = max(1, args.chunks // 12)  # mean 2,000 characters = about 12 chunks at 200/40
     t = time.perf_counter()
-    kb = KnowledgeBase.build(
-        mixed_documents(n_docs, seed=5), embedder=VocabularyEmbedder(max_features=384)
-    )
+    kb = KnowledgeBase.build(mixed_documents(n_docs, seed=5), embedder=make())
     print(f"\nsynthetic: {len(kb):,} chunks from {n_docs:,} documents, built in {time.perf_counter() - t:.1f} s")
     rng = np.random.default_rng(1)
     picks = rng.integers(0, len(kb), args.batch)

@@ -34,7 +34,11 @@ bigrams, 384 dimensions, L2-normalised, numpy; the same object behind every
 system's custom-embedding interface (fastrag ``embedder=``, LangChain
 ``Embeddings``, LlamaIndex ``BaseEmbedding``, Haystack custom components,
 Chroma ``embedding_function``, LanceDB precomputed vectors). Its own time is
-reported apart (``embed s`` of ingestion, and per question).
+reported apart (``embed s`` of ingestion, and per question). With
+``--static-table TABLE`` every system embeds with a fastrag
+``StaticEmbedder`` loaded from that table instead (fastrag through its
+kernel on the chunks' Arrow buffers, the others through ``embed``), which
+measures HNSW's agreement with exact search on static vectors.
 
 **Systems** (``--systems``), each in its own subprocess, each the way its
 documentation shows:
@@ -137,13 +141,13 @@ sys.path.insert(0, str(HERE))
 
 from frameworks import BM25_SYSTEMS, SYSTEMS, load  # noqa: E402
 from frameworks.common import (  # noqa: E402
-    HashedBigramEmbedder,
     agree_at_k,
     corpus_files,
     current_rss_mb,
     dir_size_mb,
     exact_reference,
     hit_at_k,
+    make_embedder,
     peak_rss_mb,
     percentile,
     read_jsonl,
@@ -168,7 +172,7 @@ def child_build(args: argparse.Namespace) -> dict[str, Any]:
         return _skip(f"{type(exc).__name__}: {exc}")
     if args.hnsw_ef_search and args.system == "fastrag-hnsw":
         runner_cls.hnsw = {"ef_search": args.hnsw_ef_search}
-    emb = HashedBigramEmbedder()
+    emb = make_embedder(args.static_table)
     docs = read_jsonl(Path(args.docs))
     questions = read_jsonl(Path(args.questions_file))
     qtexts = [q["text"] for q in questions]
@@ -304,7 +308,7 @@ def child_build(args: argparse.Namespace) -> dict[str, Any]:
 
 def child_reload(args: argparse.Namespace) -> dict[str, Any]:
     runner_cls = load(args.system)
-    emb = HashedBigramEmbedder()
+    emb = make_embedder(args.static_table)
     questions = read_jsonl(Path(args.questions_file))
     workdir = Path(args.workdir)
     runner = runner_cls(emb, workdir / "reload")
@@ -708,6 +712,8 @@ def run_vector(args: argparse.Namespace) -> dict[str, Any]:
                     ]  # fmt: skip
                     if args.hnsw_ef_search:
                         argv += ["--hnsw-ef-search", str(args.hnsw_ef_search)]
+                    if args.static_table:
+                        argv += ["--static-table", args.static_table]
                     r = _spawn(argv, args.child_timeout, args.threads)
                     if "skipped" in r:
                         skipped.add(s)
@@ -717,7 +723,8 @@ def run_vector(args: argparse.Namespace) -> dict[str, Any]:
                         expect.write_text(json.dumps(r["first_keys"]))
                         rl = _spawn(
                             ["--child-reload", s, "--questions-file", str(q_path), "--workdir",
-                             str(work), "--expect", str(expect)],
+                             str(work), "--expect", str(expect)]
+                            + (["--static-table", args.static_table] if args.static_table else []),
                             args.reload_timeout, args.threads,
                         )  # fmt: skip
                         if "error" in rl:
@@ -839,6 +846,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="../shared/datasets/cmrc2018", help="BEIR folder for --bm25")
     p.add_argument("--bm25-max-queries", type=int, default=0, help="subsample questions (0 = all)")
     # Internal: one child.
+    p.add_argument(
+        "--static-table", default=None, metavar="TABLE",
+        help="embed with this fastrag static table (StaticEmbedder) instead of hashed bigrams, "
+        "for every system",
+    )  # fmt: skip
     p.add_argument("--child-build", dest="system_build", help=argparse.SUPPRESS)
     p.add_argument("--child-reload", dest="system_reload", help=argparse.SUPPRESS)
     p.add_argument("--child-bm25", dest="system_bm25", help=argparse.SUPPRESS)

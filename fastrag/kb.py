@@ -32,6 +32,7 @@ from .embed.base import (
     Embedder,
     check_embedder,
     check_embedder_matches,
+    embedder_files,
     embedder_from_config,
     query_vectors,
 )
@@ -54,7 +55,6 @@ from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, ChunkStore
 from .store.ingest import BuildProgress
-from .store.sync import SyncPlan, plan_sync, stored_documents
 from .store.snapshots import (
     HeldSnapshot,
     SnapshotInfo,
@@ -64,6 +64,7 @@ from .store.snapshots import (
     prune_snapshots,
     write_snapshot,
 )
+from .store.sync import SyncPlan, plan_sync, stored_documents
 from .text.chunking import Chunker
 from .text.pii import Redactor
 from .text.tokenize import Tokenizer
@@ -280,6 +281,7 @@ class KnowledgeBase:
                 self.compact()
             c = self._corpus
             extras = writers(c.keyword, c.documents, c.graph)
+            extras.update(embedder_files(c.embedder))  # e.g. a static embedder's table
             sid = write_snapshot(root, c.store, self._header(), keep=keep, overwrite=overwrite, extras=extras)
             self._path, self._snapshot, self._dirty = root, sid, False
             return sid
@@ -309,7 +311,7 @@ class KnowledgeBase:
         root = manifest.root
         if embedder is None:
             with manifest_field(manifest, "embedder"):
-                emb = embedder_from_config(dict(manifest.embedder))
+                emb = embedder_from_config(dict(manifest.embedder), directory=directory, verify=verify)
         else:
             check_embedder(embedder)
             check_embedder_matches(dict(manifest.embedder), embedder)

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion of ranked candidate lists, with optional grouping.
+"""Fusion of ranked candidate lists (reciprocal rank or convex score), with optional grouping.
 
 Each question has ``L`` ranked lists of candidate rows (``-1`` padding). A
 candidate's fused score is ``sum over lists of weight / (rrf_k + rank)``
@@ -6,6 +6,10 @@ candidate's fused score is ``sum over lists of weight / (rrf_k + rank)``
 every candidate of that group receives the group's contribution. The result
 is the best ``k`` candidates by fused score (ties: lower row), or with
 grouping the best candidate of each of the best ``k`` groups.
+
+:func:`convex_fuse` sums ``weight * (score - min) / (max - min)`` instead,
+each list's scores min-max normalised over that list's candidates for the
+question (a convex combination when the weights sum to 1).
 """
 
 from __future__ import annotations
@@ -15,28 +19,17 @@ from numba import prange
 
 from ._jit import kernel, parallel_kernel
 
-__all__ = ["rrf_fuse", "warmup"]
+__all__ = ["convex_fuse", "rrf_fuse", "warmup"]
 
 
 @kernel
-def _fuse_one(
-    rows, weights, group_lists, group_weights, groups, rrf_k, k, by_group, out_rows, out_scores
-):
-    """Fuse the lists of one question into ``out_rows`` / ``out_scores`` (length ``k``)."""
-    n_lists, c = rows.shape
-    total = n_lists * c
-    ids = np.empty(total, dtype=np.int64)
-    contrib = np.empty(total, dtype=np.float64)
-    n = 0
-    for li in range(n_lists):
-        w = weights[li]
-        for j in range(c):
-            r = rows[li, j]
-            if r < 0:
-                break
-            ids[n] = r
-            contrib[n] = w / (rrf_k + j + 1.0)
-            n += 1
+def _fuse_core(ids, contrib, n, group_lists, group_vals, groups, k, by_group, out_rows, out_scores):
+    """Sum the contributions per row, add group shares, keep the best ``k`` (ties: lower row).
+
+    ``ids[:n]`` / ``contrib[:n]`` are (row, contribution) pairs of the row
+    lists; ``group_vals[g, j]`` is what a row of the group at rank ``j`` of
+    group list ``g`` receives.
+    """
     for t in range(out_rows.size):
         out_rows[t] = -1
         out_scores[t] = -np.inf
@@ -60,7 +53,6 @@ def _fuse_one(
     n_glists, cg = group_lists.shape
     if n_glists > 0:
         for gi in range(n_glists):
-            w = group_weights[gi]
             # (group, rank) pairs sorted by group, for a binary search per candidate.
             gcount = 0
             for j in range(cg):
@@ -75,7 +67,7 @@ def _fuse_one(
                 g = groups[uniq[t]]
                 pos = np.searchsorted(gsorted, g)
                 if pos < gcount and gsorted[pos] == g:
-                    score[t] += w / (rrf_k + gorder[pos] + 1.0)
+                    score[t] += group_vals[gi, gorder[pos]]
     # Rank: score descending, then row ascending (uniq is ascending: a stable sort keeps it).
     rank = np.argsort(-score[:nu], kind="mergesort")
     m = 0
@@ -101,6 +93,90 @@ def _fuse_one(
         for t in range(min(k, nu)):
             out_rows[t] = uniq[rank[t]]
             out_scores[t] = score[rank[t]]
+
+
+@kernel
+def _fuse_one(
+    rows, weights, group_lists, group_weights, groups, rrf_k, k, by_group, out_rows, out_scores
+):
+    """Reciprocal rank fusion of the lists of one question (length ``k`` outputs)."""
+    n_lists, c = rows.shape
+    total = n_lists * c
+    ids = np.empty(total, dtype=np.int64)
+    contrib = np.empty(total, dtype=np.float64)
+    n = 0
+    for li in range(n_lists):
+        w = weights[li]
+        for j in range(c):
+            r = rows[li, j]
+            if r < 0:
+                break
+            ids[n] = r
+            contrib[n] = w / (rrf_k + j + 1.0)
+            n += 1
+    n_glists, cg = group_lists.shape
+    group_vals = np.empty((n_glists, cg), dtype=np.float64)
+    for gi in range(n_glists):
+        for j in range(cg):
+            group_vals[gi, j] = group_weights[gi] / (rrf_k + j + 1.0)
+    _fuse_core(ids, contrib, n, group_lists, group_vals, groups, k, by_group, out_rows, out_scores)
+
+
+@kernel(inline="always")
+def _minmax(values, count):  # pragma: no cover - inlined
+    """``(low, span)`` of ``values[:count]``; span 0 when they are all equal."""
+    lo = np.inf
+    hi = -np.inf
+    for j in range(count):
+        v = values[j]
+        if v < lo:
+            lo = v
+        if v > hi:
+            hi = v
+    return lo, hi - lo
+
+
+@kernel
+def _convex_one(
+    rows, scores, weights, group_lists, group_scores, group_weights, groups, k, by_group,
+    out_rows, out_scores,
+):
+    """Convex fusion of min-max-normalised scores of one question."""
+    n_lists, c = rows.shape
+    total = n_lists * c
+    ids = np.empty(total, dtype=np.int64)
+    contrib = np.empty(total, dtype=np.float64)
+    n = 0
+    for li in range(n_lists):
+        count = 0
+        for j in range(c):
+            if rows[li, j] < 0:
+                break
+            count += 1
+        if count == 0:
+            continue
+        lo, span = _minmax(scores[li], count)
+        w = weights[li]
+        for j in range(count):
+            ids[n] = rows[li, j]
+            contrib[n] = w * ((scores[li, j] - lo) / span if span > 0 else 1.0)
+            n += 1
+    n_glists, cg = group_lists.shape
+    group_vals = np.zeros((n_glists, cg), dtype=np.float64)
+    for gi in range(n_glists):
+        count = 0
+        for j in range(cg):
+            if group_lists[gi, j] < 0:
+                break
+            count += 1
+        if count == 0:
+            continue
+        lo, span = _minmax(group_scores[gi], count)
+        for j in range(count):
+            group_vals[gi, j] = group_weights[gi] * (
+                (group_scores[gi, j] - lo) / span if span > 0 else 1.0
+            )
+    _fuse_core(ids, contrib, n, group_lists, group_vals, groups, k, by_group, out_rows, out_scores)
 
 
 @parallel_kernel
@@ -153,6 +229,58 @@ def rrf_fuse(rows, weights, group_lists, group_weights, groups, rrf_k, k, by_gro
     return out_rows, out_scores.astype(np.float32)
 
 
+@parallel_kernel
+def convex_fuse(
+    rows, scores, weights, group_lists, group_scores, group_weights, groups, k, by_group
+):
+    """Convex score fusion per question (parallel over questions).
+
+    Each list's scores are min-max normalised over its own candidates for
+    that question (all equal: 1), times the list's weight, and summed per
+    row; a row a list did not return gets nothing from it. A group list's
+    normalised score goes to every candidate of the group. The rest (ties,
+    grouping) is as :func:`rrf_fuse`.
+
+    Parameters
+    ----------
+    rows : int64[:, :, ::1]
+        ``(L, m, c)`` ranked rows, ``-1`` padding.
+    scores : float32[:, :, ::1]
+        ``(L, m, c)`` their scores (any scale; larger is better).
+    weights : float64[::1]
+        ``(L,)`` list weights.
+    group_lists : int64[:, :, ::1]
+        ``(G, m, cg)`` ranked group numbers per question (``G`` may be 0).
+    group_scores : float32[:, :, ::1]
+        ``(G, m, cg)`` the groups' scores.
+    group_weights : float64[::1]
+        ``(G,)`` weights of the group lists.
+    groups : int64[::1]
+        Group number of every row (may be empty without group lists and grouping).
+    k : int
+        Results per question.
+    by_group : bool
+        Keep only the best row of each group.
+
+    Returns
+    -------
+    out_rows : int64[m, k]
+        Fused rows, best first, ``-1`` padding.
+    out_scores : float32[m, k]
+        Fused scores, ``-inf`` padding.
+    """
+    m = rows.shape[1]
+    out_rows = np.empty((m, k), dtype=np.int64)
+    out_scores = np.empty((m, k), dtype=np.float64)
+    for q in prange(m):
+        _convex_one(
+            rows[:, q, :], scores[:, q, :], weights, group_lists[:, q, :],
+            group_scores[:, q, :], group_weights, groups, k, by_group, out_rows[q],
+            out_scores[q],
+        )  # fmt: skip
+    return out_rows, out_scores.astype(np.float32)
+
+
 def warmup() -> None:
     """Compile the one signature the engine uses."""
     rows = np.array([[[0, 1, -1]], [[1, 2, 0]]], dtype=np.int64)
@@ -162,3 +290,7 @@ def warmup() -> None:
     for gl, gw in ((glists, np.ones(1)), (np.zeros((0, 1, 1), np.int64), np.zeros(0))):
         for by_group in (False, True):
             rrf_fuse(rows, weights, gl, gw, groups, 60.0, 2, by_group)
+            convex_fuse(
+                rows, np.ones(rows.shape, np.float32), weights, gl, np.ones(gl.shape, np.float32),
+                gw, groups, 2, by_group,
+            )  # fmt: skip

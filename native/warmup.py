@@ -18,7 +18,7 @@ import sys
 
 import numba
 
-from . import bm25, chunking, embedding, fusion, structure, tokenize, topk
+from . import bm25, chunking, embedding, fusion, static, structure, tokenize, topk
 from ._jit import CACHE
 
 __all__ = ["compile_all"]
@@ -78,3 +78,4 @@ def compile_all() -> None:
     tokenize.warmup()
     bm25.warmup()
     fusion.warmup()
+    static.warmup()  # after tokenize: it calls the tokenizer's kernel

@@ -198,6 +198,7 @@ def test_the_cli_reports_a_bad_manifest_in_one_line(saved, capsys):
         capture_output=True,
         text=True,
         check=False,
+        cwd=root.parent,  # not the checkout, whose fastrag/ folder would shadow the install
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and "'dim'" in proc.stderr
 

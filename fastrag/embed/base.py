@@ -36,6 +36,7 @@ __all__ = [
     "check_embedder",
     "check_embedder_matches",
     "document_vectors",
+    "embedder_files",
     "embedder_from_config",
     "query_vectors",
     "utf8_embedder",
@@ -158,13 +159,31 @@ def query_vectors(embedder: Any, texts: Sequence[str], *, threads: int | None = 
     return _side(embedder, texts, "embed_queries", threads)
 
 
-def embedder_from_config(config: dict[str, Any]) -> Embedder:
+def embedder_files(embedder: object) -> dict[str, Any]:
+    """Files an embedder saves in each knowledge-base snapshot: name -> ``write(path) -> info``.
+
+    An embedder with weights of its own (a static table) lists them in
+    ``snapshot_files()``; :func:`embedder_from_config` gets the snapshot
+    directory back to read them.
+    """
+    files = getattr(embedder, "snapshot_files", None)
+    return dict(files()) if callable(files) else {}
+
+
+def embedder_from_config(
+    config: dict[str, Any], *, directory: Any = None, verify: bool = False
+) -> Embedder:
     """Rebuild a saved embedder; embedders that need secrets or weights must be passed in instead.
 
     Parameters
     ----------
     config : dict
         The manifest's ``embedder`` entry.
+    directory : Path, optional
+        The snapshot directory, for embedders that saved files there
+        (see :func:`embedder_files`).
+    verify : bool, default False
+        Check those files' content hashes.
 
     Returns
     -------
@@ -186,6 +205,10 @@ def embedder_from_config(config: dict[str, Any]) -> Embedder:
 
         # The key is never saved: it comes from FASTRAG_API_KEY (or pass embedder=...).
         return OpenAIEmbedder.from_config(config)
+    if kind == "static" and directory is not None:
+        from .static import StaticEmbedder
+
+        return StaticEmbedder.from_snapshot(config, directory, verify=verify)
     raise EmbedderError(
         f"the knowledge base was built with a {kind!r} embedder, which cannot be rebuilt "
         "from the manifest alone: pass embedder=... to KnowledgeBase.load()"

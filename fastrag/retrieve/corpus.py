@@ -197,6 +197,12 @@ def build_corpus(
                 "with text or a fitted embedder"
             )
         embedder.fit_counts(counter.total())
+    elif getattr(embedder, "fitted", True) is False and callable(getattr(embedder, "fit_utf8", None)):
+        # An embedder that learns from the chunks: a static table distilled from a teacher.
+        embedder.fit_utf8(
+            [(p.chunks.text_data, p.chunks.text_offsets) for p in pending if p.chunks is not None],
+            threads=threads,
+        )
     dim = embedder.dim if utf8_embedder(embedder) is not None else None
     batch = assemble(pending, _embed(embedder, threads), dim=dim, first_chunk_id=0)
     del pending, counter
@@ -253,6 +259,11 @@ def add_documents(
                 )
 
     pending = list(chunk_batches(docs, chunker, threads=threads, seen=fresh))
+    learn = getattr(corpus.embedder, "learn_utf8", None)
+    if callable(learn):  # a static table asks its teacher for the items it lacks
+        for p in pending:
+            if p.chunks is not None:
+                learn(p.chunks.text_data, p.chunks.text_offsets, threads=threads)
     dim = corpus.store.dim if utf8_embedder(corpus.embedder) is not None else None
     batch = assemble(
         pending,

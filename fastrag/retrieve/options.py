@@ -79,39 +79,49 @@ class RetrievalConfig:
     oversample : int, default 3
         Each leg returns ``oversample * k`` candidates for fusion.
     vector_weight : float or None
-        Weight of the vector leg. ``None`` (default) chooses by embedder:
-        0.05 for the :class:`~fastrag.VocabularyEmbedder` (character counts
-        rank poorly on their own: they only break near-ties and reach
-        questions with no known keyword) and 1.0 for any other embedder.
-    keyword_weight : float
-        Weight of the chunk-level keyword leg (default 1.0).
-    document_weight : float
+        Weight of the vector leg. ``None`` (default) chooses by embedder
+        kind and fusion method (:data:`fastrag.retrieve.fusion.DEFAULTS`):
+        with RRF 0.05 for the :class:`~fastrag.VocabularyEmbedder`
+        (character counts rank poorly on their own: they only break
+        near-ties and reach questions with no known keyword) and 1.0 for
+        any other embedder.
+    keyword_weight : float or None
+        Weight of the chunk-level keyword leg (RRF default 1.0).
+    document_weight : float or None
         Weight of the document-level keyword leg (BM25 over whole documents;
         every chunk of a ranked document receives its document's share);
-        default 3.0. BENCHMARKS.md ("Hybrid retrieval") has the grid these
+        RRF default 3.0. BENCHMARKS.md ("Hybrid retrieval") has the grid these
         defaults were chosen from.
     max_question_chars : int, default MAX_QUESTION_CHARS
         Longer questions are refused with a :class:`~fastrag.errors.ConfigError`
         (every stage's work grows with the question's length).
+    fusion : {"rrf", "convex"} or None
+        How the legs are fused: weighted reciprocal rank fusion, or a
+        weighted sum of min-max-normalised scores (see
+        :mod:`fastrag.retrieve.fusion`); ``None`` (default) chooses by
+        embedder kind.
     """
 
     mode: str = "hybrid"
     rrf_k: int = 60
     oversample: int = 3
     vector_weight: float | None = None
-    keyword_weight: float = 1.0
-    document_weight: float = 3.0
+    keyword_weight: float | None = None
+    document_weight: float | None = None
+    fusion: str | None = None
     max_question_chars: int = MAX_QUESTION_CHARS
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
+        if self.fusion is not None and self.fusion not in ("rrf", "convex"):
+            raise ConfigError(f"fusion must be 'rrf', 'convex' or None, got {self.fusion!r}")
         for name in ("rrf_k", "oversample", "max_question_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
         for name in ("vector_weight", "keyword_weight", "document_weight"):
             value = getattr(self, name)
-            if value is None and name == "vector_weight":
+            if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative number, got {value!r}")
@@ -135,14 +145,9 @@ VOCABULARY_VECTOR_WEIGHT = 0.05
 
 def vector_weight_for(config: RetrievalConfig, embedder: object) -> float:
     """The vector leg's weight: the configured one, or the embedder-dependent default."""
-    if config.vector_weight is not None:
-        return float(config.vector_weight)
-    kind = getattr(embedder, "config", None)
-    try:
-        name = kind()["type"] if callable(kind) else None
-    except Exception:  # noqa: BLE001 - an unfitted embedder: the character embedder's default
-        name = "vocabulary"
-    return VOCABULARY_VECTOR_WEIGHT if name == "vocabulary" else 1.0
+    from .fusion import fusion_plan
+
+    return fusion_plan(config, embedder).vector
 
 
 def check_mode(mode: object) -> str:

@@ -46,8 +46,9 @@ from ..index.masked_bm25 import search_masked
 from ..text.pii import Redactor
 from ..types import Hit
 from .corpus import Corpus
+from .fusion import fusion_plan
 from .masks import eligible_rows
-from .options import RetrievalConfig, RetrievalOptions, check_mode, vector_weight_for
+from .options import RetrievalConfig, RetrievalOptions, check_mode
 from .rerank import apply_reranker
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery, chat_callable
 
@@ -121,6 +122,14 @@ def redacting_chat(chat: Any, redactor: Redactor) -> Callable[..., Any]:
         return fn(clean, **kwargs)
 
     return redacted
+
+
+def _stack_scores(parts: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    """Leg scores as one ``(L, m, c)`` float32 array (padding 0) for ``convex_fuse``."""
+    out = np.zeros(shape, dtype=np.float32)
+    for i, x in enumerate(parts):
+        out[i, :, : x.shape[1]] = x
+    return out
 
 
 def _lookup(rows: np.ndarray, keys: np.ndarray, values: np.ndarray, default: float) -> np.ndarray:
@@ -298,13 +307,14 @@ class Retriever:
         store = corpus.store
         m = len(queries)
         vectors = vec_rows = vec_scores = None
-        vector_weight = vector_weight_for(cfg, corpus.embedder)
+        plan = fusion_plan(cfg, corpus.embedder)
+        vector_weight = plan.vector
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):
             vectors = query_vectors(corpus.embedder, [q.text for q in queries], threads=threads)
             vec_rows, vec_scores = corpus.vectors.search(
                 vectors, width, mask=mask, exact=options.exact, threads=threads
             )
-        key_rows = key_scores = key_weight = doc_rows = None
+        key_rows = key_scores = key_weight = doc_rows = doc_scores = None
         if mode in ("keyword", "hybrid"):
             keyword = corpus.keyword
             assert keyword is not None
@@ -323,7 +333,7 @@ class Retriever:
                 )
                 key_weight = keyword.query_weights(tokens)
             documents = corpus.documents
-            if mode == "hybrid" and documents is not None and cfg.document_weight > 0:
+            if mode == "hybrid" and documents is not None and plan.document > 0:
                 doc_mask = None
                 if mask is not None:
                     doc_mask = np.zeros(documents.n_rows, dtype=np.bool_)
@@ -331,39 +341,50 @@ class Retriever:
                 doc_width = min(width, documents.n_rows)
                 if private:
                     assert doc_mask is not None
-                    doc_rows, _, _ = search_masked(documents, tokens, doc_width, doc_mask)
+                    doc_rows, doc_scores, _ = search_masked(documents, tokens, doc_width, doc_mask)
                 else:
-                    doc_rows, _ = documents.search_tokens(
+                    doc_rows, doc_scores = documents.search_tokens(
                         tokens, doc_width, mask=doc_mask, threads=threads
                     )
         if not fused:
             rows, scores = (vec_rows, vec_scores) if mode == "vector" else (key_rows, key_scores)
             assert rows is not None and scores is not None
             return _Legs(rows, scores, vectors, vec_rows, key_rows, key_scores, key_weight)
-        lists, weights = [], []
+        lists, weights, leg_scores = [], [], []
         if vec_rows is not None:
             lists.append(vec_rows)
+            leg_scores.append(vec_scores)
             weights.append(vector_weight if mode == "hybrid" else 1.0)
         if key_rows is not None:
             lists.append(key_rows)
-            weights.append(cfg.keyword_weight if mode == "hybrid" else 1.0)
+            leg_scores.append(key_scores)
+            weights.append(plan.keyword if mode == "hybrid" else 1.0)
         c = max(1, max(x.shape[1] for x in lists))
         stacked = np.full((len(lists), m, c), -1, dtype=np.int64)
         for i, x in enumerate(lists):
             stacked[i, :, : x.shape[1]] = x
         if doc_rows is not None:
             group_lists = np.ascontiguousarray(doc_rows[None, :, :])
-            group_weights = np.array([cfg.document_weight], dtype=np.float64)
+            group_weights = np.array([plan.document], dtype=np.float64)
         else:
             group_lists = np.zeros((0, m, 1), dtype=np.int64)
             group_weights = np.zeros(0, dtype=np.float64)
         needs_groups = doc_rows is not None or group_by is not None
         groups = store.row_docs() if needs_groups else np.zeros(0, np.int64)
         with _threads(threads, work=stacked.size * 64):
-            rows, scores = _fusion_kernels.rrf_fuse(
-                stacked, np.array(weights, dtype=np.float64), group_lists, group_weights,
-                np.ascontiguousarray(groups), float(cfg.rrf_k), k, group_by == "doc",
-            )  # fmt: skip
+            if plan.method == "convex" and mode == "hybrid":
+                docs = [doc_scores] if doc_rows is not None else []
+                rows, scores = _fusion_kernels.convex_fuse(
+                    stacked, _stack_scores(leg_scores, stacked.shape),
+                    np.array(weights, np.float64), group_lists,
+                    _stack_scores(docs, group_lists.shape), group_weights,
+                    np.ascontiguousarray(groups), k, group_by == "doc",
+                )  # fmt: skip
+            else:
+                rows, scores = _fusion_kernels.rrf_fuse(
+                    stacked, np.array(weights, dtype=np.float64), group_lists, group_weights,
+                    np.ascontiguousarray(groups), float(cfg.rrf_k), k, group_by == "doc",
+                )  # fmt: skip
         if mode != "hybrid":  # one leg, grouped: report that leg's own scores
             source = vec_scores if mode == "vector" else key_scores
             assert source is not None

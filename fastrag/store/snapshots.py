@@ -369,6 +369,13 @@ def _new_id(manifest: Manifest | None) -> str:
     return f"{seq:06d}-{stamp}"
 
 
+def _lineage(value: Any) -> Any:
+    """An embedder config without what changes as it learns (a static table's revision, size)."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in ("revision", "items")}
+    return value
+
+
 def write_snapshot(
     root: Path,
     store: ChunkStore,
@@ -433,7 +440,9 @@ def _write_snapshot(
     with file_lock(root / _LOCK):
         manifest = read_manifest(root) if (root / MANIFEST).exists() else None
         if manifest is not None and not overwrite:
-            if manifest.dim != header["dim"] or manifest.embedder != header["embedder"]:
+            if manifest.dim != header["dim"] or _lineage(dict(manifest.embedder)) != _lineage(
+                header["embedder"]
+            ):
                 key = "dim" if manifest.dim != header["dim"] else "embedder"
                 raise StoreError(
                     f"{root}: holds a knowledge base with a different {key}; pass "

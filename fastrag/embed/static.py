@@ -1,0 +1,1033 @@
+"""Static embeddings: one dense vector per vocabulary item, a weighted mean per text.
+
+A :class:`StaticEmbedder` holds a *table*: vocabulary items (lower-cased
+words of alphabetic scripts as :class:`~fastrag.Tokenizer` splits them,
+numbers as they appear, CJK characters and CJK bigrams), one vector and one
+weight each. A text's vector is the weighted mean of the vectors of the items
+it contains (every occurrence counts), L2-normalised; items outside the
+vocabulary are ignored, and a text with none embeds to the zero vector, never
+NaN. Weights are smooth inverse frequency, ``a / (a + p(item))`` with
+``p(item)`` the item's share of the corpus's tokens (``sif_a``, default
+1e-4, chosen on SciFact: 1e-3 and 3e-5 scored lower), so frequent function
+words barely count.
+
+Embedding is one Numba kernel over the Arrow string buffers (``uint8`` bytes
+and ``int64`` offsets): the tokenizer's kernel finds the items, a hash table
+maps them to rows, and the rows are summed (``fastrag._native.static``); no
+Python runs per text, and no model is called at query time.
+
+Tables come from:
+
+- :meth:`StaticEmbedder.distill`: a teacher model (any
+  :class:`~fastrag.embed.base.Embedder`: an OpenAI-compatible endpoint or a
+  model run in process, see :mod:`fastrag.embed.teachers`) is asked once per
+  item, and the item vectors are then fitted so that a chunk's static vector
+  approximates the teacher's vector of that chunk (see
+  :mod:`fastrag.embed.distill`);
+- :meth:`StaticEmbedder.from_model2vec`: a model2vec folder (safetensors
+  embeddings and a ``tokenizer.json``), embedded with its own subword
+  tokenizer and weights;
+- :meth:`StaticEmbedder.load`: a table file written by :meth:`StaticEmbedder.save`.
+
+A table is an Arrow IPC file (``static.arrow``), memory-mapped on load:
+columns ``item``, ``hash``, ``count``, ``weight``, ``scale`` and ``vector``
+(``fixed_size_list<int8 | float16 | float32>[dim]``; ``int8`` rows carry a
+scale and are used from the mapped file without a copy, ``float16`` is
+widened to float32 on load). A knowledge base saves the table in each
+snapshot and records its SHA-256 (``revision``); querying with another table
+raises :class:`~fastrag.errors.EmbedderMismatchError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from .. import _native  # noqa: F401  (the package must import before its submodules)
+from .._fs import HashingFile, fsync_dir
+from .._native import static as _kernels
+from .._native._jit import readonly
+from .._threads import threads as _threads
+from ..errors import (
+    ConfigError,
+    EmbedderError,
+    NotFittedError,
+    StoreCorruptedError,
+    StoreError,
+)
+from ..text.tokenize import Tokenizer, check_utf8
+from ..text.utf8 import encode_utf8
+
+__all__ = [
+    "DEFAULT_SIF_A",
+    "ITEM_TOKENIZER",
+    "STATIC_FILE",
+    "StaticEmbedder",
+    "StaticTable",
+    "item_tokenizer",
+    "sif_weights",
+]
+
+STATIC_FILE = "static.arrow"
+"""File name of the table in a knowledge-base snapshot."""
+
+DEFAULT_SIF_A = 1e-4
+"""Default smooth-inverse-frequency constant ``a`` of the weights ``a / (a + p)``."""
+
+_FORMAT = "fastrag-static"
+_FORMAT_VERSION = 1
+_QUANTIZE = ("int8", "float16", "float32")
+_MODES = ("items", "subword")
+
+
+def item_tokenizer() -> Tokenizer:
+    """The tokenizer that defines items: lower-cased, no stop words, no stemming, CJK 1+2-grams."""
+    return Tokenizer(lowercase=True, stopwords=None, stem=None, cjk="unigram+bigram")
+
+
+ITEM_TOKENIZER = item_tokenizer()
+"""The items' tokenizer (see :func:`item_tokenizer`)."""
+
+
+def sif_weights(counts: np.ndarray, total: int, a: float | None) -> np.ndarray:
+    """Smooth inverse frequency ``a / (a + count / total)`` per item (all ones when ``a`` is None).
+
+    Parameters
+    ----------
+    counts : numpy.ndarray
+        Occurrences of every item in the corpus.
+    total : int
+        Tokens in the corpus (items and others).
+    a : float or None
+        The constant; ``None`` weighs every item 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 weights in ``(0, 1]``.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if a is None:
+        return np.ones(counts.size, dtype=np.float32)
+    p = counts / max(int(total), 1)
+    return (a / (a + p)).astype(np.float32)
+
+
+def _check_sif(a: object) -> float | None:
+    if a is None:
+        return None
+    if isinstance(a, bool) or not isinstance(a, (int, float)) or not (0 < float(a) < 1e6):
+        raise ConfigError(f"sif_a must be a positive number or None, got {a!r}")
+    return float(a)
+
+
+def quantize_rows(vectors: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Store ``vectors`` as ``kind``: ``(rows, scales)``; ``int8`` rows scale by ``max|x| / 127``.
+
+    Parameters
+    ----------
+    vectors : numpy.ndarray
+        float32 ``(n, dim)``.
+    kind : {"int8", "float16", "float32"}
+        Storage type.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The stored rows and float32 scales (ones unless ``int8``).
+    """
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if kind == "int8":
+        peak = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(vectors.shape[0])
+        scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        q = np.rint(vectors / scales[:, None]).clip(-127, 127).astype(np.int8)
+        return q, scales
+    if kind == "float16":
+        return vectors.astype(np.float16), np.ones(vectors.shape[0], dtype=np.float32)
+    if kind == "float32":
+        return vectors, np.ones(vectors.shape[0], dtype=np.float32)
+    raise ConfigError(f"quantize must be one of {_QUANTIZE}, got {kind!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class StaticTable:
+    """Vocabulary items with one vector and one weight each (immutable).
+
+    Attributes
+    ----------
+    items : tuple of str
+        The item texts, row order (for a subword table: the tokens by id).
+    hashes : numpy.ndarray
+        uint64 FNV-1a 64 hash of every item (the tokenizer's token hash).
+    counts : numpy.ndarray
+        int64 occurrences of every item in the corpus it was learnt from.
+    weights : numpy.ndarray
+        float32 weight of every item.
+    vectors : numpy.ndarray
+        ``(items, dim)`` int8, float16 or float32 rows.
+    scales : numpy.ndarray
+        float32 per-row scale (the vector is ``scales[i] * vectors[i]``).
+    meta : dict
+        JSON-ready facts: ``total`` (corpus tokens), ``sif_a``, ``teacher``
+        (its config), ``mode`` (``"items"`` or ``"subword"``), fitting
+        statistics, and for subword tables the tokenizer JSON.
+    projection : tuple of numpy.ndarray, optional
+        ``(mean, components)`` that map a teacher vector into the table's
+        space (``(x - mean) @ components``), for items learnt later.
+    """
+
+    items: tuple[str, ...]
+    hashes: np.ndarray
+    counts: np.ndarray
+    weights: np.ndarray
+    vectors: np.ndarray
+    scales: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+    projection: tuple[np.ndarray, np.ndarray] | None = None
+    _sha: list[str] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.items)
+        if self.vectors.ndim != 2 or self.vectors.shape[0] != n or self.vectors.shape[1] < 1:
+            raise ConfigError(f"vectors must be ({n}, dim), got {self.vectors.shape}")
+        if self.vectors.dtype not in (np.int8, np.float16, np.float32):
+            raise ConfigError(f"vectors must be int8, float16 or float32, got {self.vectors.dtype}")
+        for name, dtype in (
+            ("hashes", np.uint64),
+            ("counts", np.int64),
+            ("weights", np.float32),
+            ("scales", np.float32),
+        ):
+            a = getattr(self, name)
+            if a.dtype != dtype or a.shape != (n,):
+                raise ConfigError(
+                    f"{name} must be {np.dtype(dtype).name} ({n},), got {a.dtype} {a.shape}"
+                )
+        if n and not (np.isfinite(self.weights).all() and np.isfinite(self.scales).all()):
+            raise ConfigError("weights and scales must be finite")
+        if self.vectors.dtype != np.int8 and n and not np.isfinite(self.vectors).all():
+            raise ConfigError("vectors must be finite")
+
+    # -- facts -----------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def dim(self) -> int:
+        """Columns of every vector."""
+        return int(self.vectors.shape[1])
+
+    @property
+    def dtype(self) -> str:
+        """Storage type of the vectors (``int8``, ``float16`` or ``float32``)."""
+        return str(self.vectors.dtype)
+
+    @property
+    def mode(self) -> str:
+        """``"items"`` (fastrag's tokenizer) or ``"subword"`` (a model2vec tokenizer)."""
+        return str(self.meta.get("mode", "items"))
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of everything that decides an embedding (items, weights, vectors, mode)."""
+        if not self._sha:
+            h = hashlib.sha256()
+            h.update(orjson.dumps([_FORMAT_VERSION, self.mode, self.dtype, self.dim, len(self)]))
+            h.update("\x00".join(self.items).encode("utf-8", "surrogatepass"))
+            for a in (self.hashes, self.weights, self.scales, self.vectors):
+                h.update(np.ascontiguousarray(a).data)
+            if self.mode == "subword":
+                h.update(str(self.meta.get("tokenizer_json", "")).encode())
+                h.update(orjson.dumps(self.meta.get("subword", {}), option=orjson.OPT_SORT_KEYS))
+            self._sha.append(h.hexdigest())
+        return self._sha[0]
+
+    def dense(self) -> np.ndarray:
+        """The vectors as float32 ``(items, dim)`` (scales applied; a copy unless float32)."""
+        if self.vectors.dtype == np.float32 and bool((self.scales == 1).all()):
+            return self.vectors
+        return self.vectors.astype(np.float32) * self.scales[:, None]
+
+    def quantized(self, kind: str) -> StaticTable:
+        """Return the same table with its vectors stored as ``kind`` (int8, float16, float32)."""
+        if kind == self.dtype and kind != "int8":
+            return self
+        q, s = quantize_rows(self.dense(), kind)
+        return replace(self, vectors=q, scales=s, _sha=[])
+
+    def with_weights(self, sif_a: float | None) -> StaticTable:
+        """The same table with smooth-inverse-frequency weights for another ``a``."""
+        a = _check_sif(sif_a)
+        w = sif_weights(self.counts, int(self.meta.get("total", 1)), a)
+        return replace(self, weights=w, meta={**self.meta, "sif_a": a}, _sha=[])
+
+    # -- persistence -----------------------------------------------------------
+    def write(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Write the table as one Arrow IPC file, atomically (temp, fsync, rename).
+
+        Parameters
+        ----------
+        path : str or PathLike
+            The file (conventionally ``static.arrow``).
+
+        Returns
+        -------
+        dict
+            ``{"bytes", "sha256"}`` of the file.
+
+        Raises
+        ------
+        StoreError
+            If the file cannot be written.
+        """
+        path = Path(path)
+        meta = {
+            "format": _FORMAT,
+            "version": _FORMAT_VERSION,
+            "sha256": self.sha256,
+            "meta": self.meta,
+        }
+        md: dict[bytes, bytes] = {b"fastrag": orjson.dumps(meta)}
+        if self.projection is not None:
+            mean, comp = self.projection
+            md[b"fastrag.projection"] = orjson.dumps(
+                {
+                    "shape": list(comp.shape),
+                    "mean": base64.b64encode(np.ascontiguousarray(mean, np.float32).data).decode(),
+                    "components": base64.b64encode(
+                        np.ascontiguousarray(comp, np.float32).data
+                    ).decode(),
+                }
+            )
+        dim = self.dim
+        value_type = pa.from_numpy_dtype(self.vectors.dtype)
+        vectors = pa.FixedSizeListArray.from_arrays(
+            pa.array(np.ascontiguousarray(self.vectors).reshape(-1), type=value_type), dim
+        )
+        schema = _schema(value_type, dim).with_metadata(md)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(list(self.items), type=pa.large_string()),
+                pa.array(self.hashes, type=pa.uint64()),
+                pa.array(self.counts, type=pa.int64()),
+                pa.array(self.weights, type=pa.float32()),
+                pa.array(self.scales, type=pa.float32()),
+                vectors,
+            ],
+            schema=schema,
+        )
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        try:
+            sink = HashingFile(tmp)
+            try:
+                with pa.PythonFile(sink, mode="w") as stream:
+                    with pa.ipc.new_file(stream, schema) as writer:
+                        writer.write_batch(batch)
+            finally:
+                sink.close()
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise StoreError(f"{path}: cannot write the static table: {exc}") from exc
+        return {"bytes": sink.size, "sha256": sink.hexdigest()}
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str], *, verify: bool = False) -> StaticTable:
+        """Memory-map a table written by :meth:`write` (int8 and float32 rows are not copied).
+
+        Parameters
+        ----------
+        path : str or PathLike
+            The file.
+        verify : bool, default False
+            Recompute the content hash and compare it with the recorded one.
+
+        Returns
+        -------
+        StaticTable
+            The table.
+
+        Raises
+        ------
+        StoreCorruptedError
+            If the file is missing, truncated, corrupt or not a static table.
+        """
+        path = Path(path)
+        try:
+            with open(path, "rb") as fh:
+                if fh.read(6) != b"ARROW1":
+                    raise StoreCorruptedError(f"{path}: not an Arrow file: corrupt or truncated")
+            reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+            schema = reader.schema
+            md = schema.metadata or {}
+            info = orjson.loads(md.get(b"fastrag", b"null"))
+            if not isinstance(info, dict) or info.get("format") != _FORMAT:
+                raise StoreCorruptedError(f"{path}: not a fastrag static table")
+            if info.get("version") != _FORMAT_VERSION:
+                raise StoreCorruptedError(
+                    f"{path}: static table format {info.get('version')!r}, this fastrag reads "
+                    f"{_FORMAT_VERSION}"
+                )
+            vtype = schema.field("vector").type
+            if not pa.types.is_fixed_size_list(vtype) or not schema.remove_metadata().equals(
+                _schema(vtype.value_type, vtype.list_size)
+            ):
+                raise StoreCorruptedError(f"{path}: unexpected schema for a static table")
+            if reader.num_record_batches != 1:
+                raise StoreCorruptedError(f"{path}: expected one record batch")
+            batch = reader.get_batch(0)
+            if any(batch.column(i).null_count for i in range(batch.num_columns)):
+                raise StoreCorruptedError(f"{path}: a column has nulls")
+            n, dim = batch.num_rows, vtype.list_size
+            vec = batch.column(5)
+            values = vec.values.to_numpy(zero_copy_only=True)
+            if vec.offset:
+                values = values[vec.offset * dim :]
+            vectors = values[: n * dim].reshape(n, dim)  # float16 is widened by the embedder
+            projection = None
+            if b"fastrag.projection" in md:
+                p = orjson.loads(md[b"fastrag.projection"])
+                shape = tuple(p["shape"])
+                mean = np.frombuffer(base64.b64decode(p["mean"]), dtype=np.float32)
+                comp = np.frombuffer(base64.b64decode(p["components"]), dtype=np.float32)
+                projection = (mean, comp.reshape(shape))
+            table = cls(
+                items=tuple(batch.column(0).to_pylist()),
+                hashes=batch.column(1).to_numpy(zero_copy_only=True),
+                counts=batch.column(2).to_numpy(zero_copy_only=True),
+                weights=batch.column(3).to_numpy(zero_copy_only=True),
+                scales=batch.column(4).to_numpy(zero_copy_only=True),
+                vectors=vectors,
+                meta=dict(info.get("meta") or {}),
+                projection=projection,
+            )
+        except StoreCorruptedError:
+            raise
+        except FileNotFoundError as exc:
+            raise StoreCorruptedError(f"{path}: the static table is missing") from exc
+        except (OSError, pa.ArrowException, ValueError, KeyError, TypeError) as exc:
+            raise StoreCorruptedError(f"{path}: cannot read the static table: {exc}") from exc
+        recorded = info.get("sha256")
+        if verify:
+            if table.sha256 != recorded:
+                raise StoreCorruptedError(f"{path}: the static table does not match its SHA-256")
+        elif isinstance(recorded, str):
+            table._sha.append(recorded)
+        return table
+
+
+def _schema(value_type: pa.DataType, dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("item", pa.large_string(), nullable=False),
+            pa.field("hash", pa.uint64(), nullable=False),
+            pa.field("count", pa.int64(), nullable=False),
+            pa.field("weight", pa.float32(), nullable=False),
+            pa.field("scale", pa.float32(), nullable=False),
+            pa.field("vector", pa.list_(pa.field("item", value_type), dim), nullable=False),
+        ]
+    )
+
+
+class _Compiled:
+    """What the kernel needs of a table: lookup, per-item factors, rows (immutable)."""
+
+    __slots__ = ("coef", "keys", "rows", "table", "vectors")
+
+    def __init__(self, table: StaticTable) -> None:
+        self.table = table
+        vectors = table.vectors
+        if table.mode == "subword":  # embed_ids reads float32 rows
+            vectors = table.dense()
+            table = replace(table, scales=np.ones(len(table), dtype=np.float32))
+        elif vectors.dtype == np.float16:
+            vectors = vectors.astype(np.float32)
+        self.vectors = readonly(np.ascontiguousarray(vectors))
+        coef = (table.weights.astype(np.float32) * table.scales).astype(np.float32)
+        coef.flags.writeable = False
+        self.coef = coef
+        self.keys, self.rows = _kernels.build_lookup(np.ascontiguousarray(table.hashes))
+
+
+class StaticEmbedder:
+    """Semantic static embeddings: a weighted mean of per-item vectors, in a Numba kernel.
+
+    Build one with :meth:`distill` (from a teacher model), :meth:`load` (a
+    saved table), :meth:`from_model2vec` (a model2vec folder), or
+    ``StaticEmbedder(teacher=...)``, which :meth:`KnowledgeBase.build
+    <fastrag.KnowledgeBase.build>` distils from the knowledge base's own
+    chunks. See the module docstring for the rules.
+
+    Parameters
+    ----------
+    table : StaticTable, optional
+        A ready table; without one the embedder is unfitted and needs a
+        ``teacher`` to distil from.
+    teacher : Embedder, optional
+        The model asked for item vectors: by :meth:`fit_utf8` (unfitted) and
+        by :meth:`learn_utf8` for items of new documents. Never saved.
+    options : DistillOptions, optional
+        Distillation settings for :meth:`fit_utf8` (see
+        :class:`~fastrag.embed.distill.DistillOptions`).
+    workdir : str or Path, optional
+        Where a distillation keeps its progress (resumable).
+    progress : callable or bool, optional
+        Distillation progress: a callable receiving
+        :class:`~fastrag.embed.distill.DistillProgress`, or ``True`` for a
+        line on standard error.
+    learn : bool, default True
+        Let :meth:`learn_utf8` ask the teacher for items new documents bring.
+    """
+
+    def __init__(
+        self,
+        table: StaticTable | None = None,
+        *,
+        teacher: Any = None,
+        options: Any = None,
+        workdir: str | os.PathLike[str] | None = None,
+        progress: Callable[[Any], None] | bool | None = None,
+        learn: bool = True,
+    ) -> None:
+        if table is not None and not isinstance(table, StaticTable):
+            raise ConfigError(f"table must be a StaticTable, got {type(table).__name__}")
+        if table is None and teacher is None:
+            raise ConfigError(
+                "StaticEmbedder needs a table (StaticEmbedder.load / distill / from_model2vec) "
+                "or a teacher to distil one from"
+            )
+        if teacher is not None:
+            from .base import check_embedder
+
+            check_embedder(teacher)
+        self.teacher = teacher
+        self.options = options
+        self.workdir = None if workdir is None else Path(workdir)
+        self.progress = progress
+        self.learn = bool(learn)
+        self._lock = threading.Lock()
+        self._compiled: _Compiled | None = None
+        self._subword: Any = None
+        if table is not None:
+            self._set_table(table)
+
+    # -- state -----------------------------------------------------------------
+    def _set_table(self, table: StaticTable) -> None:
+        if table.mode not in _MODES:
+            raise EmbedderError(f"unknown static table mode {table.mode!r}")
+        compiled = _Compiled(table)
+        subword = _SubwordTokenizer(table) if table.mode == "subword" else None
+        self._compiled, self._subword = compiled, subword
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the embedder has a table."""
+        return self._compiled is not None
+
+    @property
+    def table(self) -> StaticTable:
+        """The table (raises :class:`NotFittedError` before distillation)."""
+        if self._compiled is None:
+            raise NotFittedError(
+                "StaticEmbedder has no table yet: distil one (fit_utf8, or KnowledgeBase.build)"
+            )
+        return self._compiled.table
+
+    @property
+    def dim(self) -> int:
+        """Columns of every vector."""
+        return self.table.dim
+
+    # -- construction ------------------------------------------------------------
+    @classmethod
+    def distill(
+        cls,
+        texts: Iterable[str] | pa.Array | pa.ChunkedArray,
+        teacher: Any,
+        *,
+        dim: int | None = 256,
+        max_items: int = 100_000,
+        workdir: str | os.PathLike[str] | None = None,
+        progress: Callable[[Any], None] | bool | None = None,
+        threads: int | None = None,
+        **options: Any,
+    ) -> StaticEmbedder:
+        """Distil a table from ``teacher`` over the vocabulary of ``texts``.
+
+        The vocabulary is the corpus's items, most frequent first (at most
+        ``max_items``, each seen at least ``min_count`` times); the teacher
+        embeds every item once, in batches (bounded concurrency, retries);
+        with ``fit=True`` (default) the teacher also embeds a sample of the
+        texts and the item vectors are fitted so that each sampled text's
+        static vector approximates the teacher's vector of it; PCA reduces
+        to ``dim`` columns. With a ``workdir``, every answer of the teacher is
+        written there as it arrives, and a new call with the same arguments
+        resumes where an interrupted one stopped.
+
+        Parameters
+        ----------
+        texts : iterable of str, or pyarrow string array
+            The corpus (for a knowledge base: its chunks).
+        teacher : Embedder
+            Any embedder: :class:`~fastrag.OpenAIEmbedder`, a teacher of
+            :mod:`fastrag.embed.teachers`, ... (its document side is used).
+        dim : int or None, default 256
+            Columns after PCA; ``None`` keeps the teacher's.
+        max_items : int, default 100,000
+            Vocabulary size, at most.
+        workdir : str or Path, optional
+            Directory for resumable progress.
+        progress : callable or bool, optional
+            Progress callback, or ``True`` for a line on standard error.
+        threads : int, optional
+            Numba threads for counting and fitting.
+        **options
+            Further :class:`~fastrag.embed.distill.DistillOptions` fields
+            (``min_count``, ``sif_a``, ``fit``, ``fit_sample``, ``ridge``,
+            ``quantize``, ``batch_size``, ``max_concurrency``, ``retries``,
+            ``seed``, ...).
+
+        Returns
+        -------
+        StaticEmbedder
+            Fitted, with ``teacher`` attached (for :meth:`learn_utf8`).
+        """
+        from .distill import DistillOptions, distill_table, utf8_batches
+
+        opts = DistillOptions(dim=dim, max_items=max_items, **options)
+        table = distill_table(
+            utf8_batches(texts), teacher, opts, workdir=workdir, progress=progress, threads=threads
+        )
+        return cls(table, teacher=teacher, options=opts, workdir=workdir, progress=progress)
+
+    def fit_utf8(
+        self, batches: Sequence[tuple[np.ndarray, np.ndarray]], *, threads: int | None = None
+    ) -> StaticEmbedder:
+        """Distil the table from texts in the Arrow layout (what ``KnowledgeBase.build`` calls).
+
+        Parameters
+        ----------
+        batches : sequence of (data, offsets)
+            UTF-8 buffers and int64 offsets of the corpus's texts.
+        threads : int, optional
+            Numba threads.
+
+        Returns
+        -------
+        StaticEmbedder
+            ``self``, fitted.
+        """
+        from .distill import DistillOptions, distill_table
+
+        if self.teacher is None:
+            raise NotFittedError("StaticEmbedder has no teacher to distil a table from")
+        opts = self.options if self.options is not None else DistillOptions()
+        checked = [check_utf8(d, o) for d, o in batches]
+        table = distill_table(
+            checked, self.teacher, opts, workdir=self.workdir, progress=self.progress,
+            threads=threads,
+        )  # fmt: skip
+        with self._lock:
+            self._set_table(table)
+        return self
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], *, teacher: Any = None, verify: bool = False
+    ) -> StaticEmbedder:
+        """Open a table file (memory-mapped).
+
+        Parameters
+        ----------
+        path : str or Path
+            A file written by :meth:`save` (or a knowledge-base snapshot's
+            ``static.arrow``).
+        teacher : Embedder, optional
+            Attach a teacher, so that new documents' items can be learnt.
+        verify : bool, default False
+            Recompute the table's SHA-256.
+
+        Returns
+        -------
+        StaticEmbedder
+        """
+        return cls(StaticTable.read(path, verify=verify), teacher=teacher)
+
+    def save(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Write the table to ``path`` (atomic); return ``{"bytes", "sha256"}`` of the file."""
+        return self.table.write(path)
+
+    @classmethod
+    def from_model2vec(cls, folder: str | os.PathLike[str]) -> StaticEmbedder:
+        """Load a model2vec folder: ``model.safetensors``, ``tokenizer.json``, ``config.json``.
+
+        Texts are tokenised by the model's own subword tokenizer (the
+        ``tokenizers`` library, special tokens left out, the unknown token
+        dropped, at most 512 tokens as model2vec does), and embedded as the
+        mean of the model's vectors (times its per-token ``weights`` when it
+        has them, through its ``mapping`` when its vocabulary is quantised),
+        L2-normalised, by :func:`fastrag._native.static.embed_ids`. The
+        tokenizer runs in Python (Rust underneath); the mean in the kernel.
+
+        Parameters
+        ----------
+        folder : str or Path
+            The model folder.
+
+        Returns
+        -------
+        StaticEmbedder
+
+        Raises
+        ------
+        EmbedderError
+            When a file is missing or malformed.
+        ImportError
+            Without the ``tokenizers`` and ``safetensors`` packages
+            (``pip install "fastrag-engine[static]"``).
+        """
+        return cls(read_model2vec(folder))
+
+    # -- learning new items --------------------------------------------------------
+    def learn_utf8(
+        self, data: np.ndarray, offsets: np.ndarray, *, threads: int | None = None
+    ) -> int:
+        """Add the items of new texts that the table lacks, asking the teacher once for each.
+
+        Does nothing without a teacher, with ``learn=False``, or for a
+        subword (model2vec) table. The vectors of the items already in the
+        table, and their weights, do not change, so chunks embedded before
+        keep their meaning; the table's revision (its SHA-256) does change.
+
+        Parameters
+        ----------
+        data, offsets : numpy.ndarray
+            The new texts in the Arrow layout.
+        threads : int, optional
+            Numba threads.
+
+        Returns
+        -------
+        int
+            Items added.
+        """
+        if self.teacher is None or not self.learn or self._compiled is None:
+            return 0
+        table = self._compiled.table
+        if table.mode != "items":
+            return 0
+        from .distill import DistillOptions, grow_table
+
+        data, offsets = check_utf8(data, offsets)
+        opts = self.options if self.options is not None else DistillOptions()
+        with self._lock:
+            grown = grow_table(
+                self._compiled.table, [(data, offsets)], self.teacher, opts, threads=threads
+            )
+            if grown is None:
+                return 0
+            self._set_table(grown)
+            return len(grown) - len(table)
+
+    # -- embedding ---------------------------------------------------------------
+    def embed_utf8(
+        self,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        *,
+        out: np.ndarray | None = None,
+        threads: int | None = None,
+    ) -> np.ndarray:
+        """Embed texts given in the Arrow string layout.
+
+        Parameters
+        ----------
+        data : numpy.ndarray
+            uint8 UTF-8 bytes.
+        offsets : numpy.ndarray
+            int64 offsets, ``n + 1`` of them.
+        out : numpy.ndarray, optional
+            Writable float32 ``(n, dim)`` C-contiguous array to fill.
+        threads : int, optional
+            Numba threads.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(n, dim)``, rows L2-normalised or zero.
+        """
+        compiled = self._compiled
+        if compiled is None:
+            raise NotFittedError("StaticEmbedder has no table yet: distil or load one first")
+        n = offsets.size - 1
+        dim = compiled.vectors.shape[1]
+        if out is None:
+            out = np.empty((n, dim), dtype=np.float32)
+        elif (
+            out.dtype != np.float32
+            or out.shape != (n, dim)
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise ConfigError(
+                f"out must be a writable C-contiguous float32 array of shape {(n, dim)}"
+            )
+        if n == 0:
+            return out
+        if self._subword is not None:
+            self._subword.embed(compiled, data, offsets, out, threads)
+            return out
+        nbytes = int(offsets[-1] - offsets[0])
+        tok = ITEM_TOKENIZER
+        classes, fold = tok._tables
+        if n == 1 or (threads is None and nbytes < _kernels.PARALLEL_MIN_BYTES) or threads == 1:
+            _kernels.embed_static(
+                data, offsets, classes, fold, tok._stop_hashes, tok._cjk_mode, compiled.keys,
+                compiled.rows, compiled.coef, compiled.vectors, out, blocks=1,
+            )  # fmt: skip
+            return out
+        with _threads(threads, work=nbytes * 4 + n * dim * 4) as used:
+            _kernels.embed_static(
+                data, offsets, classes, fold, tok._stop_hashes, tok._cjk_mode, compiled.keys,
+                compiled.rows, compiled.coef, compiled.vectors, out,
+                blocks=1 if used <= 1 else min(n, 8 * used),
+            )  # fmt: skip
+        return out
+
+    def embed(self, texts: Sequence[str], *, threads: int | None = None) -> np.ndarray:
+        """Embed texts (both sides: the table is symmetric).
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+        threads : int, optional
+            Numba threads.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(len(texts), dim)``, rows L2-normalised or zero.
+        """
+        if isinstance(texts, str):
+            raise ConfigError("embed() takes a sequence of texts; wrap one text in a list")
+        data, offsets = encode_utf8(texts)
+        return self.embed_utf8(data, offsets, threads=threads)
+
+    # -- knowledge-base persistence --------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """JSON-serialisable description: the table's SHA-256 identifies it.
+
+        Returns
+        -------
+        dict
+            ``type`` ``"static"``, ``dim``, ``mode``, ``dtype``, ``items``,
+            ``table`` (the SHA-256 of the table as first distilled: its
+            lineage), ``revision`` (the SHA-256 of the table now: it
+            changes when new documents' items are learnt), ``file``,
+            ``sif_a`` and the teacher's configuration (for the record).
+        """
+        table = self.table
+        return {
+            "type": "static",
+            "dim": table.dim,
+            "mode": table.mode,
+            "dtype": table.dtype,
+            "items": len(table),
+            "table": table.meta.get("lineage") or table.sha256,
+            "revision": table.sha256,
+            "file": STATIC_FILE,
+            "sif_a": table.meta.get("sif_a"),
+            "teacher": table.meta.get("teacher"),
+        }
+
+    def snapshot_files(self) -> dict[str, Callable[[Path], dict[str, Any]]]:
+        """Files a knowledge base saves beside its chunks: ``{"static.arrow": writer}``."""
+        table = self.table
+        return {STATIC_FILE: table.write}
+
+    @classmethod
+    def from_snapshot(
+        cls, config: dict[str, Any], directory: Path, *, verify: bool = False
+    ) -> StaticEmbedder:
+        """Rebuild the embedder a knowledge base snapshot was saved with.
+
+        Parameters
+        ----------
+        config : dict
+            The manifest's ``embedder`` entry (from :meth:`config`).
+        directory : Path
+            The snapshot directory.
+        verify : bool, default False
+            Recompute the table's SHA-256.
+
+        Returns
+        -------
+        StaticEmbedder
+
+        Raises
+        ------
+        StoreCorruptedError
+            When the table is missing or is not the one the manifest names.
+        """
+        path = Path(directory) / str(config.get("file", STATIC_FILE))
+        table = StaticTable.read(path, verify=verify)
+        if table.sha256 != config.get("revision"):
+            raise StoreCorruptedError(
+                f"{path}: the static table's SHA-256 is not the one the manifest records"
+            )
+        return cls(table)
+
+    def __repr__(self) -> str:
+        if self._compiled is None:
+            return f"StaticEmbedder(unfitted, teacher={type(self.teacher).__name__})"
+        t = self._compiled.table
+        return (
+            f"StaticEmbedder(items={len(t):,}, dim={t.dim}, dtype={t.dtype}, mode={t.mode}, "
+            f"revision={t.sha256[:12]})"
+        )
+
+
+# -- model2vec ---------------------------------------------------------------------------
+def _import_subword() -> tuple[Any, Any]:
+    try:
+        import tokenizers
+        from safetensors.numpy import load_file
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "model2vec folders need the tokenizers and safetensors packages: "
+            'pip install "fastrag-engine[static]"'
+        ) from exc
+    return tokenizers, load_file
+
+
+MODEL2VEC_MAX_TOKENS = 512
+"""Tokens per text that model2vec's ``StaticModel.encode`` keeps by default."""
+
+
+def read_model2vec(folder: str | os.PathLike[str]) -> StaticTable:
+    """Read a model2vec folder into a subword :class:`StaticTable` (see ``from_model2vec``)."""
+    tokenizers, load_file = _import_subword()
+    folder = Path(folder)
+    paths = {name: folder / name for name in ("model.safetensors", "tokenizer.json", "config.json")}
+    for name, p in paths.items():
+        if not p.is_file():
+            raise EmbedderError(f"{folder}: not a model2vec folder (no {name})")
+    try:
+        tensors = load_file(str(paths["model.safetensors"]))
+        tok_json = paths["tokenizer.json"].read_text(encoding="utf-8")
+        config = json.loads(paths["config.json"].read_text(encoding="utf-8"))
+        tokenizer = tokenizers.Tokenizer.from_str(tok_json)
+    except Exception as exc:  # noqa: BLE001 - safetensors/tokenizers raise their own types
+        raise EmbedderError(f"{folder}: cannot read the model2vec model: {exc}") from exc
+    if "embeddings" not in tensors:
+        raise EmbedderError(f"{folder}/model.safetensors has no 'embeddings' tensor")
+    emb = np.asarray(tensors["embeddings"])
+    if emb.ndim != 2 or emb.shape[0] < 1 or emb.shape[1] < 1:
+        raise EmbedderError(f"{folder}: embeddings must be a (tokens, dim) matrix, got {emb.shape}")
+    vectors = np.ascontiguousarray(emb, dtype=np.float32)
+    if not np.isfinite(vectors).all():
+        raise EmbedderError(f"{folder}: the embeddings hold NaN or infinity")
+    vocab = tokenizer.get_vocab()
+    n_ids = max(vocab.values()) + 1 if vocab else 0
+    items = [""] * n_ids
+    for token, i in vocab.items():
+        items[i] = token
+    mapping = np.asarray(tensors["mapping"], dtype=np.int64) if "mapping" in tensors else None
+    if mapping is not None and (
+        mapping.shape != (n_ids,) or mapping.min() < 0 or mapping.max() >= len(vectors)
+    ):
+        raise EmbedderError(f"{folder}: 'mapping' must map each of {n_ids} token ids to a row")
+    if mapping is None and len(vectors) != n_ids:
+        raise EmbedderError(
+            f"{folder}: {len(vectors)} embeddings for {n_ids} tokens and no 'mapping'"
+        )
+    rows = vectors[mapping] if mapping is not None else vectors
+    weights = (
+        np.asarray(tensors["weights"], dtype=np.float32).reshape(-1)
+        if "weights" in tensors
+        else np.ones(n_ids, dtype=np.float32)
+    )
+    if weights.shape != (n_ids,):
+        raise EmbedderError(f"{folder}: 'weights' must have one entry per token ({n_ids})")
+    unk = None
+    model = json.loads(tok_json).get("model", {})
+    if model.get("unk_token") is not None and model["unk_token"] in vocab:
+        unk = int(vocab[model["unk_token"]])
+    return StaticTable(
+        items=tuple(items),
+        hashes=np.zeros(n_ids, dtype=np.uint64),
+        counts=np.zeros(n_ids, dtype=np.int64),
+        weights=weights,
+        vectors=np.ascontiguousarray(rows),
+        scales=np.ones(n_ids, dtype=np.float32),
+        meta={
+            "mode": "subword",
+            "tokenizer_json": tok_json,
+            "subword": {"unk_id": unk, "max_tokens": MODEL2VEC_MAX_TOKENS},
+            "teacher": {"type": "model2vec", "config": config},
+            "sif_a": None,
+        },
+    )
+
+
+class _SubwordTokenizer:
+    """A model2vec table's tokenizer: texts to token ids (CSR) for ``embed_ids``."""
+
+    def __init__(self, table: StaticTable) -> None:
+        tokenizers, _ = _import_subword()
+        self.tokenizer = tokenizers.Tokenizer.from_str(table.meta["tokenizer_json"])
+        info = table.meta.get("subword", {})
+        self.max_tokens = int(info.get("max_tokens", MODEL2VEC_MAX_TOKENS))
+        n = len(table)
+        row_of_id = np.arange(n, dtype=np.int64)
+        unk = info.get("unk_id")
+        if unk is not None and 0 <= int(unk) < n:
+            row_of_id[int(unk)] = -1
+        row_of_id.flags.writeable = False
+        self.row_of_id = row_of_id
+        lengths = [len(t) for t in table.items if t]
+        self.max_chars = self.max_tokens * int(np.median(lengths)) if lengths else None
+
+    def ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        if self.max_chars is not None:
+            texts = [t[: self.max_chars] for t in texts]
+        encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+        lists = [e.ids[: self.max_tokens] for e in encodings]
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in lists], out=offsets[1:])
+        ids = np.fromiter((i for x in lists for i in x), dtype=np.int64, count=int(offsets[-1]))
+        return ids, offsets
+
+    def embed(
+        self,
+        compiled: _Compiled,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        out: np.ndarray,
+        threads: int | None,
+    ) -> None:
+        texts = pa.LargeStringArray.from_buffers(
+            offsets.size - 1,
+            pa.py_buffer(np.ascontiguousarray(offsets - offsets[0])),
+            pa.py_buffer(np.ascontiguousarray(data[offsets[0] : offsets[-1]])),
+        ).to_pylist()
+        ids, id_offsets = self.ids(texts)
+        with _threads(threads, work=ids.size * compiled.vectors.shape[1] * 4):
+            _kernels.embed_ids(
+                id_offsets, ids, self.row_of_id, compiled.coef, compiled.vectors, out
+            )
