@@ -22,6 +22,7 @@ from .answer.generate import Generator, as_generator
 from .answer.pipeline import check_options, finish, is_model_bound, prepare
 from .answer.redact import Redactor
 from .answer.stages import StageTimer
+from .answer.stream import AnswerEvent, stream_generation
 from .answer.structured import answer_json, check_schema_support
 from .embed.base import (
     Embedder,
@@ -1104,6 +1105,71 @@ class KnowledgeBase:
         timings["total"] = time.perf_counter() - t0
         self._count(1, int(bool(ans.citations)))
         return ans
+
+    def answer_stream(
+        self,
+        question: str,
+        k: int = 5,
+        *,
+        generator: Generator | Callable[..., Any] | None = None,
+        mode: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        principal: Principal | None = None,
+        exact: bool = False,
+        rewrite: bool = True,
+        reranker: Reranker | None = None,
+        threads: int | None = None,
+        **options: Any,
+    ) -> Iterator[AnswerEvent]:
+        """Answer like :meth:`answer`, as events: the hits, the text as it is written, the answer.
+
+        Yields :class:`~fastrag.answer.stream.AnswerEvent` objects: one
+        ``hits`` event (the context blocks, ``[1]`` first) once retrieval and
+        context packing are done, ``delta`` events with pieces of the text
+        (a chat generator's own stream; the extractive generator's whole
+        text in one piece), then one ``answer`` event with the final
+        :class:`~fastrag.Answer`. Closing the iterator early cancels a
+        streaming model call. Options as for :meth:`answer` (no ``schema``).
+        """
+        t0 = time.perf_counter()
+        _check_question(question)
+        k = _check_k(k)
+        mode = check_mode(self._retrieval.mode if mode is None else mode)
+        opts = check_options(options)
+        generate = as_generator(generator)
+        timings: dict[str, float] = {}
+        timer = StageTimer(timings, opts.on_stage)
+        with timer("rewrite"):
+            queries = self._rewrite([question], rewrite, opts.redact)
+        with timer("retrieve") as info:
+            rows, scores, relevance = self._retrieve_rows(
+                queries, k, mode=mode, where=where, principal=principal, group_by=None,
+                exact=exact, threads=threads,
+            )  # fmt: skip
+            hits = self.hits(rows[0], scores[0], relevance[0])
+            info.update(hits=len(hits), mode=mode)
+        with timer("rerank"):
+            hits = apply_reranker(self._safe_reranker(reranker, opts.redact), question, hits)
+        model_bound = is_model_bound(generator)
+        prep = prepare(question, hits, opts, self.redactor, model_bound=model_bound, timer=timer)
+        yield AnswerEvent("hits", hits=tuple(prep.shown))
+        t_gen = time.perf_counter()
+        asked = prep.model_question if model_bound else question
+        generation: Generation | None = None
+        for item in stream_generation(generator, generate, asked, prep.blocks):
+            if isinstance(item, Generation):
+                generation = item
+            else:
+                yield AnswerEvent("delta", text=item)
+        assert generation is not None
+        timings["generate"] = time.perf_counter() - t_gen
+        ans = finish(
+            prep, generation, opts, snapshot=self._snapshot, timings=timings, timer=timer,
+            query=queries[0],
+        )  # fmt: skip
+        timings["total"] = time.perf_counter() - t0
+        self._count(1, int(bool(ans.citations)))
+        yield AnswerEvent("answer", answer=ans)
 
     def answer_batch(
         self,
