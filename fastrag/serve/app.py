@@ -174,6 +174,13 @@ class Service:
         self.model_limiter = anyio.CapacityLimiter(settings.model_threads)
         self.held = 0
 
+    def close(self) -> None:
+        """Close network connections: the chat model's and any HTTP embedder's."""
+        if self.generator is not None:
+            self.generator.close()
+        for served in self.registry:
+            served.current.kb.close()
+
     # -- callers and admission ---------------------------------------------------
     def authenticate(self, request: Request) -> Caller:
         """The caller of a request (401 without a valid key when keys are configured)."""
@@ -747,11 +754,14 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with mcp_server.session_manager.run(), anyio.create_task_group() as tg:
-            if settings.reload_interval > 0:
-                tg.start_soon(_watch, svc)
-            yield
-            tg.cancel_scope.cancel()
+        try:
+            async with mcp_server.session_manager.run(), anyio.create_task_group() as tg:
+                if settings.reload_interval > 0:
+                    tg.start_soon(_watch, svc)
+                yield
+                tg.cancel_scope.cancel()
+        finally:
+            svc.close()
 
     routes = [
         Route("/", page, methods=["GET"]),

@@ -21,6 +21,7 @@ from typing import Any
 import anyio.to_thread
 import orjson
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
@@ -54,10 +55,17 @@ class _ResourceFilter:
             if uri.startswith(_URI) and not caller_of(ctx).may_use(uri.removeprefix(_URI)):
                 raise MCPError(INVALID_PARAMS, f"unknown resource {uri!r}")
         result = await call_next(ctx)
-        if ctx.method == "resources/list" and result is not None and hasattr(result, "resources"):
+        if ctx.method == "resources/list" and result is not None:
             caller = caller_of(ctx)
-            kept = [r for r in result.resources if caller.may_use(str(r.uri).removeprefix(_URI))]
-            result = result.model_copy(update={"resources": kept})
+
+            def allowed(resource: Any) -> bool:
+                uri = resource.get("uri") if isinstance(resource, dict) else resource.uri
+                return caller.may_use(str(uri).removeprefix(_URI))
+
+            if isinstance(result, dict):
+                result = {**result, "resources": [r for r in result.get("resources", []) if allowed(r)]}
+            else:
+                result = result.model_copy(update={"resources": [r for r in result.resources if allowed(r)]})
         return result
 
 
@@ -76,8 +84,15 @@ def build_mcp(registry: Registry, *, generator: Any = None, max_k: int = 100) ->
 
     def check(k: int) -> int:
         if not 1 <= k <= max_k:
-            raise ValueError(f"k must be between 1 and {max_k}, got {k}")
+            raise ToolError(f"k must be between 1 and {max_k}, got {k}")
         return k
+
+    def served_for(kb: str | None, ctx: Context) -> tuple[Caller, Any]:
+        caller = caller_of(ctx.request_context)
+        try:
+            return caller, registry.get(kb, caller)
+        except FastragError as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool(
         name="search",
@@ -87,15 +102,14 @@ def build_mcp(registry: Registry, *, generator: Any = None, max_k: int = 100) ->
     async def search(
         query: str, ctx: Context, kb: str | None = None, k: int = 5, mode: str | None = None
     ) -> dict[str, Any]:
-        caller = caller_of(ctx.request_context)
-        served = registry.get(kb, caller)
+        caller, served = served_for(kb, ctx)
         current = served.current
         try:
             hits = await anyio.to_thread.run_sync(
                 lambda: current.kb.retrieve(query, check(k), mode=mode, principal=caller.principal)
             )
         except FastragError as exc:
-            raise ValueError(str(exc)) from None
+            raise ToolError(str(exc)) from None
         return {
             "kb": served.name,
             "snapshot": current.snapshot,
@@ -119,8 +133,7 @@ def build_mcp(registry: Registry, *, generator: Any = None, max_k: int = 100) ->
         "says plainly when the knowledge base does not hold the answer.",
     )
     async def answer(question: str, ctx: Context, kb: str | None = None, k: int = 5) -> dict[str, Any]:
-        caller = caller_of(ctx.request_context)
-        served = registry.get(kb, caller)
+        caller, served = served_for(kb, ctx)
         current = served.current
         try:
             ans = await anyio.to_thread.run_sync(
@@ -129,7 +142,7 @@ def build_mcp(registry: Registry, *, generator: Any = None, max_k: int = 100) ->
                 )
             )
         except FastragError as exc:
-            raise ValueError(str(exc)) from None
+            raise ToolError(str(exc)) from None
         return {"kb": served.name, "snapshot": current.snapshot, **ans.to_dict()}
 
     for served in registry:
