@@ -173,6 +173,7 @@ class Service:
         self.engine_limiter = anyio.CapacityLimiter(settings.engine_threads)
         self.model_limiter = anyio.CapacityLimiter(settings.model_threads)
         self.held = 0
+        self.warming = False  # set while the app warms itself up, before it serves anyone
 
     def close(self) -> None:
         """Close network connections: the chat model's and any HTTP embedder's."""
@@ -184,7 +185,7 @@ class Service:
     # -- callers and admission ---------------------------------------------------
     def authenticate(self, request: Request) -> Caller:
         """The caller of a request (401 without a valid key when keys are configured)."""
-        if self.keys is None:
+        if self.keys is None or self.warming:
             return TRUSTED
         caller = self.keys.authenticate(presented_key(request.headers))
         if caller is None:
@@ -210,6 +211,17 @@ class Service:
     def release(self) -> None:
         """Give back a place taken by :meth:`admit`."""
         self.held -= 1
+
+    # -- counting ------------------------------------------------------------------
+    def retrieved(self, kb: str, questions: int) -> None:
+        """Count questions retrieved for (not while warming up)."""
+        if not self.warming:
+            self.metrics.retrievals.labels(kb).inc(questions)
+
+    def answered(self, kb: str, found: bool, citing: bool) -> None:
+        """Count one answer (not while warming up)."""
+        if not self.warming:
+            self.metrics.answered(kb, found, citing)
 
     # -- engine calls --------------------------------------------------------------
     def limiter(self, model_bound: bool) -> anyio.CapacityLimiter:
@@ -314,8 +326,9 @@ def endpoint(name: str, *, admit: bool = True, auth: bool = True) -> Callable[[H
             finally:
                 if held:
                     svc.release()
-            svc.metrics.requests.labels(name, str(response.status_code)).inc()
-            svc.metrics.latency.labels(name).observe(time.perf_counter() - t0)
+            if not svc.warming:
+                svc.metrics.requests.labels(name, str(response.status_code)).inc()
+                svc.metrics.latency.labels(name).observe(time.perf_counter() - t0)
             return response
 
         return route
@@ -340,7 +353,8 @@ def error_response(svc: Service, name: str, exc: BaseException) -> Response:
     status, kind, message, headers = classify(exc)
     if status >= 500 and kind not in ("timeout", "model_error"):
         _log.error("%s: %s", name, kind, exc_info=exc)
-    svc.metrics.errors.labels(name, kind).inc()
+    if not svc.warming:
+        svc.metrics.errors.labels(name, kind).inc()
     return json_response(error_body(kind, message), status, headers)
 
 
@@ -388,7 +402,7 @@ async def retrieve(svc: Service, request: Request, caller: Caller) -> Response:
     hits = await svc.call(
         kb.retrieve, req.question, k, group_by=req.group_by, **_retrieval_args(req, caller)
     )
-    svc.metrics.retrievals.labels(served.name).inc()
+    svc.retrieved(served.name, 1)
     return json_response(
         {"kb": served.name, "snapshot": snapshot, "question": req.question, "hits": _hits_json(hits)}
     )
@@ -416,7 +430,7 @@ async def retrieve_batch(svc: Service, request: Request, caller: Caller) -> Resp
     kb, snapshot = served.current
     options = {"group_by": req.group_by, **_retrieval_args(req, caller)}
     results = await svc.call(_batch_results, kb, questions, k, options)
-    svc.metrics.retrievals.labels(served.name).inc(len(questions))
+    svc.retrieved(served.name, len(questions))
     return json_response({"kb": served.name, "snapshot": snapshot, "results": results})
 
 
@@ -439,7 +453,7 @@ async def _answer_events(
             yield sse("delta", {**tag, "text": ev.text})
         else:
             ans = ev.answer
-            svc.metrics.answered(served.name, ans.found, bool(ans.citations))
+            svc.answered(served.name, ans.found, bool(ans.citations))
             yield sse("answer", {**tag, **_answer_json(served, snapshot, ans)})
 
 
@@ -467,7 +481,7 @@ async def answer(svc: Service, request: Request, caller: Caller) -> Response:
         return _stream(_guarded(svc, "answer", events))
     kb, snapshot = served.current
     ans = await svc.call(kb.answer, req.question, k, model_bound=svc.model_bound, **args)
-    svc.metrics.answered(served.name, ans.found, bool(ans.citations))
+    svc.answered(served.name, ans.found, bool(ans.citations))
     return json_response(_answer_json(served, snapshot, ans))
 
 
@@ -493,7 +507,7 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
     rows = table.to_pylist()
     for row in rows:
         if row["error"] is None:
-            svc.metrics.answered(served.name, row["found"], bool(row["citations"]))
+            svc.answered(served.name, row["found"], bool(row["citations"]))
     return json_response({"kb": served.name, "snapshot": snapshot, "results": rows})
 
 
@@ -575,7 +589,7 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
                     yield chunk({"content": ev.text}, None)
                 else:
                     ans = ev.answer
-                    svc.metrics.answered(served.name, ans.found, bool(ans.citations))
+                    svc.answered(served.name, ans.found, bool(ans.citations))
                     yield chunk({}, "stop", fastrag=_answer_json(served, snapshot, ans))
                     if include_usage:
                         yield sse(None, {
@@ -587,7 +601,7 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
         return _stream(_guarded(svc, "chat_completions", events()))
     kb, snapshot = served.current
     ans = await svc.call(kb.answer, question, k, model_bound=svc.model_bound, **args)
-    svc.metrics.answered(served.name, ans.found, bool(ans.citations))
+    svc.answered(served.name, ans.found, bool(ans.citations))
     return json_response(
         {
             "id": ident,
@@ -710,6 +724,44 @@ class _MCPRoute:
         svc.metrics.latency.labels("mcp").observe(time.perf_counter() - t0)
 
 
+async def _warm_app(app: Starlette, svc: Service) -> None:
+    """Send each endpoint a request in-process before the server accepts any.
+
+    The first request over a socket then finds the worker threads started,
+    the lazily imported code loaded and every route's path warm; these
+    requests are not counted in the metrics. Answers are skipped when they
+    would call a chat model.
+    """
+    import httpx
+
+    svc.warming = True
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://warm-up") as client:
+            for name in svc.registry.names(TRUSTED):
+                calls: list[tuple[str, dict[str, Any]]] = [
+                    ("/v1/retrieve", {"kb": name, "question": "warm up"}),
+                    ("/v1/retrieve", {"kb": name, "question": "warm up", "mode": "vector"}),
+                    ("/v1/retrieve/batch", {"kb": name, "questions": ["warm up", "预热"]}),
+                    ("/v1/embeddings", {"model": name, "input": ["warm up"]}),
+                ]
+                if not svc.model_bound:
+                    chat = {"model": name, "messages": [{"role": "user", "content": "预热"}]}
+                    calls += [
+                        ("/v1/answer", {"kb": name, "question": "warm up"}),
+                        ("/v1/answer", {"kb": name, "question": "warm up", "stream": True}),
+                        ("/v1/answer/batch", {"kb": name, "questions": ["warm up"]}),
+                        ("/v1/chat/completions", chat),
+                        ("/v1/chat/completions", {**chat, "stream": True}),
+                    ]
+                for path, body in calls:
+                    await client.post(path, json=body)
+            await client.get("/v1/kbs")
+            await client.get("/healthz")
+    finally:
+        svc.warming = False
+
+
 async def _watch(svc: Service) -> None:
     interval = svc.settings.reload_interval
     while True:
@@ -756,6 +808,7 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             async with mcp_server.session_manager.run(), anyio.create_task_group() as tg:
+                await _warm_app(app, svc)
                 if settings.reload_interval > 0:
                     tg.start_soon(_watch, svc)
                 yield

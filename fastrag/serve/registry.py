@@ -39,12 +39,34 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _prefetch(folder: Path) -> None:
+    """Read a snapshot's files once, so their pages are in the page cache before a request maps them."""
+    for path in sorted(folder.iterdir()):
+        if path.is_file():
+            with open(path, "rb", buffering=0) as f:
+                while f.read(1 << 22):
+                    pass
+
+
 def _warm(kb: KnowledgeBase) -> None:
-    """One query through every leg, so the first request finds the pages and caches warm."""
-    if len(kb):
-        kb.retrieve("warm up 预热", k=1)
-        if kb.stats().get("keyword") is not None:
-            kb.answer("warm up 预热", k=1)
+    """Touch every path a request can take, so the first request runs at full speed.
+
+    The snapshot's files are read into the page cache, an exact search maps
+    every vector page into this process, and each mode retrieves and answers
+    once (first calls fill caches and load lazily imported code).
+    """
+    s = kb.stats()
+    if s["path"] is not None and s["snapshot"] is not None:
+        _prefetch(Path(s["path"]) / "snapshots" / s["snapshot"])
+    if not len(kb):
+        return
+    modes = ["vector"] if s["keyword"] is None else ["vector", "keyword", "hybrid"]
+    for question in ("warm up the knowledge base", "预热知识库"):
+        kb.retrieve(question, k=5, mode="vector", exact=True)
+        for mode in modes:
+            kb.retrieve(question, k=5, mode=mode)
+            kb.answer(question, k=5, mode=mode)
+        kb.retrieve_batch([question, question + "?"], k=5, mode=modes[-1])
 
 
 class Current(NamedTuple):
