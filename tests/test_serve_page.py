@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -45,7 +46,15 @@ class Browser:
              "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--remote-debugging-port=0",
              "--window-size=1200,1000", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # Debian's chromium is a shell wrapper: stop its whole group
         )  # fmt: skip
+        try:
+            self._connect(profile)
+        except BaseException:
+            self._stop()
+            raise
+
+    def _connect(self, profile: Path) -> None:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
@@ -109,11 +118,19 @@ class Browser:
 
     def close(self) -> None:
         self._conn.__exit__(None, None, None)
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        self._stop()
+
+    def _stop(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(10)
+                time.sleep(0.2)  # the wrapper exits first; let the browser follow
+            except subprocess.TimeoutExpired:
+                pass
 
 
 READ_PAGE = """(() => ({
