@@ -319,6 +319,7 @@ def _serve_settings(args: argparse.Namespace) -> Any:
         max_queue=getattr(args, "max_queue", 64),
         llm=args.llm,
         reload_interval=getattr(args, "reload_interval", 1.0),
+        engine_threads=getattr(args, "engine_threads", 1),
     )
 
 
@@ -478,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes (1 MiB)")
     p.add_argument("--reload-interval", type=float, default=1.0,
                    help="seconds between checks for a new snapshot (1; 0 = never)")
+    p.add_argument("--engine-threads", type=int, default=1,
+                   help="threads per worker for retrieval and extractive answers; 0 runs them on "
+                   "the event loop (1)")
     p.add_argument("--access-log", action="store_true", help="log every request (never keys)")
     p.set_defaults(func=cmd_serve)
 

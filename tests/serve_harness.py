@@ -107,7 +107,9 @@ class ProcessServer:
 
 
 def save_kb(docs: list[dict], path: Path, **build: Any) -> Path:
-    kb = fastrag.KnowledgeBase.build(docs, window=build.pop("window", 60), overlap=build.pop("overlap", 10), **build)
+    kb = fastrag.KnowledgeBase.build(
+        docs, window=build.pop("window", 60), overlap=build.pop("overlap", 10), **build
+    )
     kb.save(path)
     return path
 

@@ -20,7 +20,11 @@ from fastrag.serve.keys import KeyRing
 from fastrag.serve.registry import Current
 
 OTHER = [
-    {"id": "canteen", "title": "Canteen", "text": "The canteen opens at 7:30 and closes at 19:00 on working days."},
+    {
+        "id": "canteen",
+        "title": "Canteen",
+        "text": "The canteen opens at 7:30 and closes at 19:00 on working days.",
+    },
     {"id": "parking", "text": "Visitors park on level B2; staff park on levels B3 and B4."},
 ]
 LEAVE_Q = "How many days in advance must annual leave requests be submitted?"
@@ -50,7 +54,9 @@ def keys_file(tmp_path_factory):
 
 
 def settings(kb_paths, **kw):
-    return ServeSettings(kbs=tuple((n, str(p)) for n, p in kb_paths.items()), reload_interval=0, **kw)
+    return ServeSettings(
+        kbs=tuple((n, str(p)) for n, p in kb_paths.items()), reload_interval=0, **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +98,17 @@ def test_retrieve_is_the_library_result(server, local_kb):
 
 
 def test_retrieve_options_and_other_kb(server):
-    r = post(server, "/v1/retrieve", {"question": "canteen opening", "kb": "other", "k": 1,
-                                      "mode": "keyword", "where": {"doc_id": "canteen"}})
+    r = post(
+        server,
+        "/v1/retrieve",
+        {
+            "question": "canteen opening",
+            "kb": "other",
+            "k": 1,
+            "mode": "keyword",
+            "where": {"doc_id": "canteen"},
+        },
+    )
     assert r.status_code == 200
     assert [h["doc_id"] for h in r.json()["hits"]] == ["canteen"]
 
@@ -198,8 +213,14 @@ def test_bad_requests_get_a_json_error(server, path, body, status, kind):
 
 
 def test_error_messages_name_the_problem(server):
-    assert "'colour'" in post(server, "/v1/retrieve", {"question": "q", "colour": 1}).json()["error"]["message"]
-    assert "'nope'" in post(server, "/v1/retrieve", {"question": "q", "kb": "nope"}).json()["error"]["message"]
+    assert (
+        "'colour'"
+        in post(server, "/v1/retrieve", {"question": "q", "colour": 1}).json()["error"]["message"]
+    )
+    assert (
+        "'nope'"
+        in post(server, "/v1/retrieve", {"question": "q", "kb": "nope"}).json()["error"]["message"]
+    )
     msg = post(server, "/v1/retrieve/batch", {"questions": ["a", 7]}).json()["error"]["message"]
     assert "questions[1]" in msg
 
@@ -264,7 +285,9 @@ def test_full_queue_is_503_with_retry_after(kb_paths):
         gate = _Gate(fastrag.KnowledgeBase.load(kb_paths["policies"]))
         _swap(s, gate)
         first = {}
-        t = threading.Thread(target=lambda: first.update(r=post(s, "/v1/retrieve", {"question": LEAVE_Q})))
+        t = threading.Thread(
+            target=lambda: first.update(r=post(s, "/v1/retrieve", {"question": LEAVE_Q}))
+        )
         t.start()
         assert gate.entered.wait(10)
         r = post(s, "/v1/retrieve", {"question": LEAVE_Q})
@@ -293,7 +316,9 @@ def test_new_snapshot_is_served_and_in_flight_requests_finish(tmp_path):
         gate = _Gate(served.current.kb)
         served.current = Current(gate, served.current.snapshot)
         result = {}
-        t = threading.Thread(target=lambda: result.update(r=post(s, "/v1/retrieve", {"question": "canteen"})))
+        t = threading.Thread(
+            target=lambda: result.update(r=post(s, "/v1/retrieve", {"question": "canteen"}))
+        )
         t.start()
         assert gate.entered.wait(10)
         kb = fastrag.KnowledgeBase.load(path)
@@ -312,8 +337,12 @@ def test_new_snapshot_is_served_and_in_flight_requests_finish(tmp_path):
 
 
 def test_key_ring():
-    ring = KeyRing([{"key": ALICE, "user": "alice", "groups": ["staff"]},
-                    {"sha256": __import__("hashlib").sha256(BOB.encode()).hexdigest(), "user": "bob"}])
+    ring = KeyRing(
+        [
+            {"key": ALICE, "user": "alice", "groups": ["staff"]},
+            {"sha256": __import__("hashlib").sha256(BOB.encode()).hexdigest(), "user": "bob"},
+        ]
+    )
     assert ring.authenticate(ALICE).principal == fastrag.Principal("alice", ("staff",))
     assert ring.authenticate(BOB).user == "bob"
     assert ring.authenticate("wrong-key-123") is None and ring.authenticate(None) is None
@@ -348,13 +377,16 @@ def test_health_and_page_need_no_key(keyed):
 def test_acl_holds_on_every_endpoint(keyed, local_kb):
     hidden = [h.text for h in local_kb.retrieve(LEAVE_Q, k=50, where={"doc_id": "leave"})]
     assert hidden
+
     def bodies(key):
         q = {"question": LEAVE_Q, "k": 5}
         yield post(keyed, "/v1/retrieve", q, key).text
         yield post(keyed, "/v1/retrieve/batch", {"questions": [LEAVE_Q], "k": 5}, key).text
         yield post(keyed, "/v1/answer", q, key).text
         yield post(keyed, "/v1/answer", {**q, "stream": True}, key).text
-        yield post(keyed, "/v1/answer/batch", {"questions": [LEAVE_Q], "k": 5, "stream": True}, key).text
+        yield post(
+            keyed, "/v1/answer/batch", {"questions": [LEAVE_Q], "k": 5, "stream": True}, key
+        ).text
         chat = {"model": "policies", "messages": [{"role": "user", "content": LEAVE_Q}]}
         yield post(keyed, "/v1/chat/completions", chat, key).text
         yield post(keyed, "/v1/chat/completions", {**chat, "stream": True}, key).text
@@ -370,11 +402,20 @@ def test_acl_holds_on_every_endpoint(keyed, local_kb):
 def test_allowed_kbs(keyed):
     r = post(keyed, "/v1/retrieve", {"question": "canteen", "kb": "policies"}, CAROL)
     assert r.status_code == 404 and r.json()["error"]["type"] == "unknown_kb"
-    assert r.json()["error"]["message"].endswith("(available: 'other')")  # names only what carol may use
-    assert post(keyed, "/v1/retrieve", {"question": "canteen", "kb": "other"}, CAROL).status_code == 200
+    assert r.json()["error"]["message"].endswith(
+        "(available: 'other')"
+    )  # names only what carol may use
+    assert (
+        post(keyed, "/v1/retrieve", {"question": "canteen", "kb": "other"}, CAROL).status_code
+        == 200
+    )
     h = {"Authorization": f"Bearer {CAROL}"}
-    assert [k["name"] for k in httpx.get(keyed.url + "/v1/kbs", headers=h).json()["kbs"]] == ["other"]
-    assert [m["id"] for m in httpx.get(keyed.url + "/v1/models", headers=h).json()["data"]] == ["other"]
+    assert [k["name"] for k in httpx.get(keyed.url + "/v1/kbs", headers=h).json()["kbs"]] == [
+        "other"
+    ]
+    assert [m["id"] for m in httpx.get(keyed.url + "/v1/models", headers=h).json()["data"]] == [
+        "other"
+    ]
 
 
 def test_refuses_to_bind_beyond_loopback_without_keys(kb_paths, capsys):
@@ -409,7 +450,9 @@ def test_two_workers_switch_to_a_new_snapshot_without_failing_a_request(tmp_path
         def hammer():
             with httpx.Client(base_url=s.url, timeout=30) as c:
                 while not stop.is_set():
-                    r = c.post("/v1/answer", json={"question": LEAVE_Q}, headers={"Connection": "close"})
+                    r = c.post(
+                        "/v1/answer", json={"question": LEAVE_Q}, headers={"Connection": "close"}
+                    )
                     statuses.append(r.status_code)
                     if r.status_code == 200:
                         snapshots.add(r.json()["snapshot"])
@@ -437,7 +480,20 @@ def test_two_workers_switch_to_a_new_snapshot_without_failing_a_request(tmp_path
     assert new in snapshots
     assert len(pids) == 2  # two worker processes answered
     count = sum(
-        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
         if line.startswith('fastrag_requests_total{endpoint="answer",status="200"}')
     )
     assert count >= len(statuses)  # /metrics sums over both workers
+
+
+def test_engine_calls_on_the_event_loop(kb_paths, local_kb):
+    with ThreadServer(settings(kb_paths, engine_threads=0)) as s:
+        r = post(s, "/v1/retrieve", {"question": LEAVE_Q, "k": 3})
+        assert [h["chunk_id"] for h in r.json()["hits"]] == [
+            h.chunk_id for h in local_kb.retrieve(LEAVE_Q, k=3)
+        ]
+        events = sse_events(post(s, "/v1/answer", {"question": LEAVE_Q, "stream": True}).text)
+        assert [e for e, _ in events][0] == "hits" and events[-1][0] == "answer"
+        assert events[-1][1]["answer"] == local_kb.answer(LEAVE_Q).text
+        assert post(s, "/v1/retrieve", {"question": LEAVE_Q, "k": 0}).status_code == 400

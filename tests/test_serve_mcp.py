@@ -64,7 +64,11 @@ def test_tools_over_streamable_http(server):
 
     names, found, answer, resources, read = anyio.run(run)
     assert {"search", "answer"} <= names
-    assert found["kb"] == "policies" and [h["marker"] for h in found["hits"]] == ["[1]", "[2]", "[3]"]
+    assert found["kb"] == "policies" and [h["marker"] for h in found["hits"]] == [
+        "[1]",
+        "[2]",
+        "[3]",
+    ]
     assert any(h["doc_id"] == "leave" for h in found["hits"])
     assert answer["found"] is True and answer["citations"] and "[1]" in answer["answer"]
     assert resources == ["fastrag://kb/policies", "fastrag://kb/other"]
@@ -104,7 +108,9 @@ def test_bad_arguments_are_tool_errors(server):
 def test_http_without_a_key_is_401(server):
     async def run():
         async with httpx2.AsyncClient() as http:
-            return await http.post(server.url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            return await http.post(
+                server.url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            )
 
     r = anyio.run(run)
     assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
@@ -119,7 +125,9 @@ def test_tools_over_stdio(kb_path):
         async with Client(params, read_timeout_seconds=120) as c:
             names = {t.name for t in (await c.list_tools()).tools}
             found = payload(await c.call_tool("search", {"query": Q, "k": 2}))
-            answer = payload(await c.call_tool("answer", {"question": "What is the capital of Mongolia?"}))
+            answer = payload(
+                await c.call_tool("answer", {"question": "What is the capital of Mongolia?"})
+            )
             return names, found, answer
 
     names, found, answer = anyio.run(run)

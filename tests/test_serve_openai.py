@@ -71,8 +71,10 @@ def test_chat_stream(client, server):
     final = [c for c in chunks if c.choices and c.choices[0].finish_reason == "stop"]
     assert len(final) == 1 and final[0].model_extra["fastrag"]["answer"] == text
     assert chunks[-1].usage is not None and chunks[-1].choices == []
-    raw = httpx.post(server.url + "/v1/chat/completions", json={
-        "model": "policies", "messages": [{"role": "user", "content": Q}], "stream": True}).text
+    raw = httpx.post(
+        server.url + "/v1/chat/completions",
+        json={"model": "policies", "messages": [{"role": "user", "content": Q}], "stream": True},
+    ).text
     assert raw.rstrip().endswith("data: [DONE]")
 
 
@@ -83,7 +85,9 @@ def test_models_and_embeddings(client, kb_path):
     want = kb.embed_questions(texts)
     got = client.embeddings.create(model="policies", input=texts)  # the client asks for base64
     assert np.allclose([d.embedding for d in got.data], want, atol=1e-6)
-    floats = client.embeddings.create(model="policies", input="annual leave", encoding_format="float")
+    floats = client.embeddings.create(
+        model="policies", input="annual leave", encoding_format="float"
+    )
     assert np.allclose(floats.data[0].embedding, want[0], atol=1e-6)
     assert len(floats.data[0].embedding) == kb.embedder.dim
 
@@ -93,9 +97,13 @@ def test_errors_reach_the_client_as_openai_errors(client):
         client.chat.completions.create(model="nope", messages=[{"role": "user", "content": Q}])
     assert "unknown knowledge base 'nope'" in str(exc.value)
     with pytest.raises(openai.BadRequestError, match="only n=1"):
-        client.chat.completions.create(model="policies", messages=[{"role": "user", "content": Q}], n=2)
+        client.chat.completions.create(
+            model="policies", messages=[{"role": "user", "content": Q}], n=2
+        )
     with pytest.raises(openai.BadRequestError, match="user"):
-        client.chat.completions.create(model="policies", messages=[{"role": "system", "content": "x"}])
+        client.chat.completions.create(
+            model="policies", messages=[{"role": "system", "content": "x"}]
+        )
     with pytest.raises(openai.BadRequestError, match="dimensions"):
         client.embeddings.create(model="policies", input="x", dimensions=3)
 
@@ -103,11 +111,15 @@ def test_errors_reach_the_client_as_openai_errors(client):
 def test_keys_with_the_openai_client(kb_path, tmp_path):
     keys = tmp_path / "keys.json"
     keys.write_text('{"keys": [{"key": "sk-test-0123456789", "user": "u"}]}')
-    with ThreadServer(ServeSettings(kbs=(("policies", str(kb_path)),), keys=str(keys), reload_interval=0)) as s:
+    with ThreadServer(
+        ServeSettings(kbs=(("policies", str(kb_path)),), keys=str(keys), reload_interval=0)
+    ) as s:
         with openai.OpenAI(base_url=s.url + "/v1", api_key="sk-wrong-000000", max_retries=0) as bad:
             with pytest.raises(openai.AuthenticationError):
                 bad.models.list()
-        with openai.OpenAI(base_url=s.url + "/v1", api_key="sk-test-0123456789", max_retries=0) as good:
+        with openai.OpenAI(
+            base_url=s.url + "/v1", api_key="sk-test-0123456789", max_retries=0
+        ) as good:
             assert [m.id for m in good.models.list()] == ["policies"]
 
 
@@ -128,9 +140,14 @@ def llm_server(kb_path, monkeypatch):
 def test_model_answer_streams_piece_by_piece(llm_server):
     s, model = llm_server
     with openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0) as c:
-        chunks = list(c.chat.completions.create(
-            model="policies", messages=[{"role": "user", "content": Q}], stream=True))
-    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        chunks = list(
+            c.chat.completions.create(
+                model="policies", messages=[{"role": "user", "content": Q}], stream=True
+            )
+        )
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
     assert len(pieces) > 3  # the model's own stream, not one block
     final = chunks[-1].model_extra["fastrag"]
     assert "".join(pieces) == final["answer"] and final["model"] == "test-model"
@@ -143,9 +160,10 @@ def test_client_disconnect_cancels_the_model_call(llm_server):
     s, model = llm_server
     model.chat_answer = " ".join(f"word{i}" for i in range(200)) + " [1]"
     model.stream_delay = 0.05  # 200 pieces: 10 s if nobody hung up
-    with httpx.Client(timeout=30) as c, c.stream(
-        "POST", s.url + "/v1/answer", json={"question": Q, "stream": True}
-    ) as r:
+    with (
+        httpx.Client(timeout=30) as c,
+        c.stream("POST", s.url + "/v1/answer", json={"question": Q, "stream": True}) as r,
+    ):
         seen = []
         for line in r.iter_lines():
             if line.startswith("event: delta"):

@@ -29,11 +29,15 @@ from fastrag.serve import ServeSettings
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
     if os.environ.get("CI"):
-        raise RuntimeError("CI must install chromium (apt-get install -y chromium) for the page tests")
+        raise RuntimeError(
+            "CI must install chromium (apt-get install -y chromium) for the page tests"
+        )
     pytest.skip("chromium is not installed", allow_module_level=True)
 
 websockets_sync = pytest.importorskip("websockets.sync.client")
-ARTIFACTS = Path(os.environ.get("FASTRAG_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
+ARTIFACTS = Path(
+    os.environ.get("FASTRAG_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts")
+)
 
 
 class Browser:
@@ -62,8 +66,12 @@ class Browser:
                 raise RuntimeError("chromium did not start")
             time.sleep(0.05)
         port = int(port_file.read_text().split("\n")[0])
-        pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"]
-        self._conn = websockets_sync.connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        pages = [
+            t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"
+        ]
+        self._conn = websockets_sync.connect(
+            pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=30
+        )
         self.ws = self._conn.__enter__()
         self.ids = itertools.count(1)
         self.call("Page.enable")
@@ -80,7 +88,9 @@ class Browser:
                 return msg.get("result", {})
 
     def js(self, expression: str):
-        out = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        out = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in out:
             raise RuntimeError(f"{expression}: {out['exceptionDetails']}")
         return out["result"].get("value")
@@ -96,7 +106,9 @@ class Browser:
 
     def open(self, url: str) -> None:
         self.call("Page.navigate", url=url)
-        self.wait("document.readyState === 'complete' && document.getElementById('kb').options.length > 0")
+        self.wait(
+            "document.readyState === 'complete' && document.getElementById('kb').options.length > 0"
+        )
 
     def ask(self, question: str) -> None:
         # Record when chunks and answer text first appear, to check the order on screen.
@@ -105,7 +117,9 @@ class Browser:
             new MutationObserver(() => { if (document.querySelectorAll('#chunks li').length) mark('chunks');
                                          if (document.getElementById('answer').textContent) mark('answer'); })
               .observe(document.body, {subtree: true, childList: true, characterData: true}); })()""")
-        self.js("document.getElementById('question').value = ''; document.getElementById('question').focus()")
+        self.js(
+            "document.getElementById('question').value = ''; document.getElementById('question').focus()"
+        )
         self.call("Input.insertText", text=question)
         self.js("document.getElementById('submit').click()")
         self.wait("['done', 'error'].includes(document.getElementById('status').dataset.state)")
@@ -113,7 +127,9 @@ class Browser:
     def screenshot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / name
-        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
+        path.write_bytes(
+            base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
+        )
         return path
 
     def close(self) -> None:

@@ -36,6 +36,7 @@ from importlib import resources
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import numpy as np
 import orjson
@@ -80,7 +81,9 @@ _JSON = "application/json"
 
 
 def _dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    return orjson.dumps(
+        obj, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    )
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -170,7 +173,8 @@ class Service:
             from ..answer.chat import OpenAIChatGenerator
 
             self.generator = OpenAIChatGenerator()
-        self.engine_limiter = anyio.CapacityLimiter(settings.engine_threads)
+        self.inline = settings.engine_threads == 0
+        self.engine_limiter = anyio.CapacityLimiter(max(1, settings.engine_threads))
         self.model_limiter = anyio.CapacityLimiter(settings.model_threads)
         self.held = 0
         self.warming = False  # set while the app warms itself up, before it serves anyone
@@ -228,14 +232,19 @@ class Service:
         """Threads for CPU-bound engine work, or for waiting on a chat model."""
         return self.model_limiter if model_bound else self.engine_limiter
 
-    async def call(self, fn: Callable[..., Any], *args: Any, model_bound: bool = False, **kwargs: Any) -> Any:
-        """Run a blocking engine call in a worker thread.
+    async def call(
+        self, fn: Callable[..., Any], *args: Any, model_bound: bool = False, **kwargs: Any
+    ) -> Any:
+        """Run a blocking engine call: on the event loop (``engine_threads=0``) or in a thread.
 
-        At the deadline the request is answered at once; the thread finishes
-        its call in the background and its result is dropped.
+        In a thread, the deadline answers the request at once; the thread
+        finishes its call in the background and its result is dropped.
         """
+        if self.inline and not model_bound:
+            return fn(*args, **kwargs)
         return await anyio.to_thread.run_sync(
-            functools.partial(fn, *args, **kwargs), limiter=self.limiter(model_bound),
+            functools.partial(fn, *args, **kwargs),
+            limiter=self.limiter(model_bound),
             abandon_on_cancel=True,
         )
 
@@ -286,10 +295,14 @@ class Service:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError
-                with anyio.fail_after(remaining):
-                    item = await anyio.to_thread.run_sync(
-                        pump.step, limiter=limiter, abandon_on_cancel=True
-                    )
+                if self.inline and not model_bound:
+                    item = pump.step()
+                    await anyio.lowlevel.checkpoint()  # let the loop send what is ready
+                else:
+                    with anyio.fail_after(remaining):
+                        item = await anyio.to_thread.run_sync(
+                            pump.step, limiter=limiter, abandon_on_cancel=True
+                        )
                 if item is _END:
                     return
                 yield item
@@ -301,7 +314,9 @@ class Service:
 Handler = Callable[[Service, Request, Caller], Awaitable[Response]]
 
 
-def endpoint(name: str, *, admit: bool = True, auth: bool = True) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
+def endpoint(
+    name: str, *, admit: bool = True, auth: bool = True
+) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
     """Wrap a handler with keys, admission, the deadline, errors and metrics."""
 
     def wrap(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -383,13 +398,14 @@ def _answer_json(served: Served, snapshot: str | None, ans: Answer) -> dict[str,
     return {"kb": served.name, "snapshot": snapshot, **ans.to_dict()}
 
 
-def _retrieval_args(req: Any, caller: Caller) -> dict[str, Any]:
+def _retrieval_args(svc: Service, req: Any, caller: Caller) -> dict[str, Any]:
     return {
         "mode": req.mode,
         "where": req.where,
         "principal": caller.principal,
         "exact": req.exact,
         "rewrite": req.rewrite,
+        "threads": svc.settings.threads,
     }
 
 
@@ -400,20 +416,32 @@ async def retrieve(svc: Service, request: Request, caller: Caller) -> Response:
     served = svc.served(req.kb, caller)
     kb, snapshot = served.current
     hits = await svc.call(
-        kb.retrieve, req.question, k, group_by=req.group_by, **_retrieval_args(req, caller)
+        kb.retrieve, req.question, k, group_by=req.group_by, **_retrieval_args(svc, req, caller)
     )
     svc.retrieved(served.name, 1)
     return json_response(
-        {"kb": served.name, "snapshot": snapshot, "question": req.question, "hits": _hits_json(hits)}
+        {
+            "kb": served.name,
+            "snapshot": snapshot,
+            "question": req.question,
+            "hits": _hits_json(hits),
+        }
     )
 
 
-def _batch_results(kb: Any, questions: list[str], k: int, options: dict[str, Any]) -> list[dict[str, Any]]:
+def _batch_results(
+    kb: Any, questions: list[str], k: int, options: dict[str, Any]
+) -> list[dict[str, Any]]:
     table = kb.retrieve_batch(questions, k, **options)
     out: list[dict[str, Any]] = [{"question": q, "hits": []} for q in questions]
     cols = table.to_pydict()
     for qi, rank, cid, doc, score, text in zip(
-        cols["query_index"], cols["rank"], cols["chunk_id"], cols["doc_id"], cols["score"], cols["text"]
+        cols["query_index"],
+        cols["rank"],
+        cols["chunk_id"],
+        cols["doc_id"],
+        cols["score"],
+        cols["text"],
     ):
         out[qi]["hits"].append(
             {"rank": rank, "chunk_id": cid, "doc_id": doc, "score": score, "text": text}
@@ -428,18 +456,23 @@ async def retrieve_batch(svc: Service, request: Request, caller: Caller) -> Resp
     questions = check_batch(req.questions, svc.settings.max_batch)
     served = svc.served(req.kb, caller)
     kb, snapshot = served.current
-    options = {"group_by": req.group_by, **_retrieval_args(req, caller)}
+    options = {"group_by": req.group_by, **_retrieval_args(svc, req, caller)}
     results = await svc.call(_batch_results, kb, questions, k, options)
     svc.retrieved(served.name, len(questions))
     return json_response({"kb": served.name, "snapshot": snapshot, "results": results})
 
 
 def _answer_stream_args(svc: Service, req: Any, caller: Caller) -> dict[str, Any]:
-    return {"generator": svc.generator, **_retrieval_args(req, caller), **req.answer_options()}
+    return {"generator": svc.generator, **_retrieval_args(svc, req, caller), **req.answer_options()}
 
 
 async def _answer_events(
-    svc: Service, served: Served, question: str, k: int, args: dict[str, Any], deadline: float,
+    svc: Service,
+    served: Served,
+    question: str,
+    k: int,
+    args: dict[str, Any],
+    deadline: float,
     index: int | None = None,
 ) -> AsyncIterator[bytes]:
     """SSE events of one streamed answer: ``hits``, ``delta``..., ``answer``."""
@@ -448,7 +481,10 @@ async def _answer_events(
     it = kb.answer_stream(question, k, **args)
     async for ev in svc.events(it, model_bound=svc.model_bound, deadline=deadline):
         if ev.kind == "hits":
-            yield sse("hits", {**tag, "kb": served.name, "snapshot": snapshot, "hits": _hits_json(ev.hits)})
+            yield sse(
+                "hits",
+                {**tag, "kb": served.name, "snapshot": snapshot, "hits": _hits_json(ev.hits)},
+            )
         elif ev.kind == "delta":
             yield sse("delta", {**tag, "text": ev.text})
         else:
@@ -535,7 +571,11 @@ def _usage(ans: Answer) -> dict[str, int]:
 
     prompt = estimate_tokens(ans.prompt or "")
     completion = estimate_tokens(ans.text)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _chat_question(req: ChatRequest) -> str:
@@ -561,6 +601,7 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
         "mode": req.mode,
         "where": req.where,
         "principal": caller.principal,
+        "threads": svc.settings.threads,
     }
     ident = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
@@ -579,7 +620,9 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
 
         async def events() -> AsyncIterator[bytes]:
             it = kb.answer_stream(question, k, **args)
-            async for ev in svc.events(it, model_bound=svc.model_bound, deadline=request.state.deadline):
+            async for ev in svc.events(
+                it, model_bound=svc.model_bound, deadline=request.state.deadline
+            ):
                 if ev.kind == "hits":
                     yield chunk(
                         {"role": "assistant", "content": ""}, None,
@@ -609,7 +652,11 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
             "created": created,
             "model": served.name,
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": ans.text}, "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": ans.text},
+                    "finish_reason": "stop",
+                }
             ],
             "usage": _usage(ans),
             "fastrag": _answer_json(served, snapshot, ans),
@@ -664,7 +711,9 @@ async def embeddings(svc: Service, request: Request, caller: Caller) -> Response
     return json_response(
         {
             "object": "list",
-            "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)],
+            "data": [
+                {"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)
+            ],
             "model": served.name,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
@@ -690,7 +739,9 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     if status == 404:
         body = error_body("not_found", f"no route {request.method} {request.url.path}")
     elif status == 405:
-        body = error_body("method_not_allowed", f"{request.method} is not allowed on {request.url.path}")
+        body = error_body(
+            "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"
+        )
     else:
         body = error_body("http_error", str(getattr(exc, "detail", "")) or f"HTTP {status}")
     return json_response(body, status)
@@ -795,7 +846,9 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
     svc = Service(settings, registry)
     from .mcp import build_mcp
 
-    mcp_server = build_mcp(svc.registry, generator=svc.generator, max_k=settings.max_k)
+    mcp_server = build_mcp(
+        svc.registry, generator=svc.generator, max_k=settings.max_k, threads=settings.threads
+    )
     mcp_app = mcp_server.streamable_http_app(
         stateless_http=True, json_response=True, host=settings.host,
         max_request_body_size=settings.max_body,

@@ -115,16 +115,22 @@ class KeyRing:
             if not isinstance(user, str) or not user:
                 raise ConfigError(f"{where}: 'user' must be a non-empty string")
             groups = entry.get("groups", [])
-            if isinstance(groups, str) or not isinstance(groups, list) or not all(
-                isinstance(g, str) for g in groups
+            if (
+                isinstance(groups, str)
+                or not isinstance(groups, list)
+                or not all(isinstance(g, str) for g in groups)
             ):
                 raise ConfigError(f"{where}: 'groups' must be a list of strings")
             kbs = entry.get("kbs")
             if kbs is not None and (
-                isinstance(kbs, str) or not isinstance(kbs, list) or not all(isinstance(k, str) for k in kbs)
+                isinstance(kbs, str)
+                or not isinstance(kbs, list)
+                or not all(isinstance(k, str) for k in kbs)
             ):
                 raise ConfigError(f"{where}: 'kbs' must be a list of knowledge-base names")
-            caller = Caller(Principal(user=user, groups=tuple(groups)), None if kbs is None else frozenset(kbs))
+            caller = Caller(
+                Principal(user=user, groups=tuple(groups)), None if kbs is None else frozenset(kbs)
+            )
             self._entries.append((digest, caller))
         if not self._entries:
             raise ConfigError("keys: the file lists no key")

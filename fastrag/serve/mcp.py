@@ -63,13 +63,20 @@ class _ResourceFilter:
                 return caller.may_use(str(uri).removeprefix(_URI))
 
             if isinstance(result, dict):
-                result = {**result, "resources": [r for r in result.get("resources", []) if allowed(r)]}
+                result = {
+                    **result,
+                    "resources": [r for r in result.get("resources", []) if allowed(r)],
+                }
             else:
-                result = result.model_copy(update={"resources": [r for r in result.resources if allowed(r)]})
+                result = result.model_copy(
+                    update={"resources": [r for r in result.resources if allowed(r)]}
+                )
         return result
 
 
-def build_mcp(registry: Registry, *, generator: Any = None, max_k: int = 100) -> MCPServer:
+def build_mcp(
+    registry: Registry, *, generator: Any = None, max_k: int = 100, threads: int | None = None
+) -> MCPServer:
     """An MCP server over ``registry`` (see the module docstring)."""
     server = MCPServer(
         name="fastrag",
@@ -106,7 +113,9 @@ def build_mcp(registry: Registry, *, generator: Any = None, max_k: int = 100) ->
         current = served.current
         try:
             hits = await anyio.to_thread.run_sync(
-                lambda: current.kb.retrieve(query, check(k), mode=mode, principal=caller.principal)
+                lambda: current.kb.retrieve(
+                    query, check(k), mode=mode, principal=caller.principal, threads=threads
+                )
             )
         except FastragError as exc:
             raise ToolError(str(exc)) from None
@@ -132,13 +141,15 @@ def build_mcp(registry: Registry, *, generator: Any = None, max_k: int = 100) ->
         description="Answer a question from a knowledge base, citing the chunks used as [n]; "
         "says plainly when the knowledge base does not hold the answer.",
     )
-    async def answer(question: str, ctx: Context, kb: str | None = None, k: int = 5) -> dict[str, Any]:
+    async def answer(
+        question: str, ctx: Context, kb: str | None = None, k: int = 5
+    ) -> dict[str, Any]:
         caller, served = served_for(kb, ctx)
         current = served.current
         try:
             ans = await anyio.to_thread.run_sync(
                 lambda: current.kb.answer(
-                    question, check(k), generator=generator, principal=caller.principal
+                    question, check(k), generator=generator, principal=caller.principal, threads=threads
                 )
             )
         except FastragError as exc:

@@ -21,7 +21,23 @@ from prometheus_client.multiprocess import MultiProcessCollector
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_BUCKETS = (
+    0.0005,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 
 
 class Metrics:
@@ -31,10 +47,16 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "fastrag_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r
+            "fastrag_requests",
+            "HTTP requests by endpoint and status",
+            ["endpoint", "status"],
+            registry=r,
         )
         self.errors = Counter(
-            "fastrag_errors", "Error answers by endpoint and error type", ["endpoint", "type"], registry=r
+            "fastrag_errors",
+            "Error answers by endpoint and error type",
+            ["endpoint", "type"],
+            registry=r,
         )
         self.latency = Histogram(
             "fastrag_request_seconds", "Request latency by endpoint", ["endpoint"], buckets=_BUCKETS,

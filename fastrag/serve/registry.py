@@ -158,7 +158,9 @@ class Registry:
         if served is None or not caller.may_use(name):
             known = ", ".join(repr(n) for n in self.names(caller)) or "none"
             raise RequestError(
-                f"unknown knowledge base {name!r} (available: {known})", status=404, type="unknown_kb"
+                f"unknown knowledge base {name!r} (available: {known})",
+                status=404,
+                type="unknown_kb",
             )
         return served
 

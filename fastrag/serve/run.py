@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import tempfile
@@ -50,6 +51,8 @@ def serve(
         )
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be a positive int, got {workers!r}")
+    if workers > 1 and settings.threads is None:
+        settings = dataclasses.replace(settings, threads=1)  # one process per core already
     os.environ[ENV_SERVE_SETTINGS] = settings.to_json()
     if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # Set before any worker imports prometheus_client: /metrics then sums every worker.

@@ -189,7 +189,9 @@ def parse(model: type[_M], body: bytes) -> _M:
                 type="invalid_json",
             ) from None
         if kind == "model_type" or (kind == "model_attributes_type" and not first["loc"]):
-            raise RequestError("the request body must be a JSON object", type="invalid_json") from None
+            raise RequestError(
+                "the request body must be a JSON object", type="invalid_json"
+            ) from None
         field = _where(tuple(first["loc"]))
         wire, text = _MESSAGES.get(kind, ("invalid_value", None))
         if text is None:
@@ -212,7 +214,9 @@ def check_k(k: int, max_k: int) -> int:
 def check_batch(questions: list[str], max_batch: int) -> list[str]:
     """A non-empty batch of at most ``max_batch`` non-empty questions."""
     if not questions:
-        raise RequestError("field 'questions' must hold at least one question", type="invalid_value")
+        raise RequestError(
+            "field 'questions' must hold at least one question", type="invalid_value"
+        )
     if len(questions) > max_batch:
         raise RequestError(
             f"field 'questions' holds {len(questions)} questions; at most {max_batch} per request",

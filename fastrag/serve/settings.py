@@ -55,6 +55,10 @@ class ServeSettings:
         Largest ``k`` a request may ask for.
     max_batch : int, default 256
         Most questions in one batch request.
+    threads : int, optional
+        Numba threads per engine call (``threads=`` of the KnowledgeBase
+        methods); ``fastrag serve`` sets 1 when it runs several workers, so
+        that worker processes do not oversubscribe the cores.
     """
 
     kbs: tuple[tuple[str, str], ...]
@@ -69,6 +73,7 @@ class ServeSettings:
     reload_interval: float = 1.0
     max_k: int = 100
     max_batch: int = 256
+    threads: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -84,8 +89,9 @@ class ServeSettings:
             raise ConfigError(f"knowledge-base names must be distinct, got {names}")
         for name in ("max_body", "max_queue", "engine_threads", "model_threads", "max_k", "max_batch"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive int, got {value!r}")
+            low = 0 if name == "engine_threads" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
         if not self.timeout > 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout!r}")
         if self.reload_interval < 0:
