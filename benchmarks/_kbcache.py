@@ -39,7 +39,9 @@ def _docs(chunks: int):
             return
 
 
-def cached_kb(chunks: int, workdir: Path = WORKDIR, *, threads: int | None = None, rebuild: bool = False) -> Path:
+def cached_kb(
+    chunks: int, workdir: Path = WORKDIR, *, threads: int | None = None, rebuild: bool = False
+) -> Path:
     """Path of the saved HNSW knowledge base of about ``chunks`` chunks (built once)."""
     path = Path(workdir) / f"kb-hnsw-{chunks}"
     meta = path.parent / f"{path.name}.json"
@@ -67,5 +69,5 @@ def questions(kb: KnowledgeBase, n: int, seed: int = 1) -> list[str]:
     """``n`` questions: prefixes (20-59 characters) of randomly drawn chunks."""
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(kb), n)
-    texts = kb._store.rows(picks, ["text"]).column("text").to_pylist()
+    texts = kb._corpus.store.rows(picks, ["text"]).column("text").to_pylist()
     return [s[: 20 + int(rng.integers(0, 40))] for s in texts]

@@ -61,12 +61,21 @@ ANSWER = "The knowledge base covers this [1]."
 
 
 def _completion(n: int) -> bytes:
-    return json.dumps({
-        "id": f"cmpl-{n}", "object": "chat.completion", "model": "bench-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER},
-                     "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
-    }).encode()
+    return json.dumps(
+        {
+            "id": f"cmpl-{n}",
+            "object": "chat.completion",
+            "model": "bench-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": ANSWER},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
+        }
+    ).encode()
 
 
 # --------------------------------------------------------------------------- servers (child process)
@@ -91,8 +100,11 @@ class _Stats:
 
     def snapshot_and_reset(self) -> bytes:
         with self.lock:
-            out = {"requests": self.requests, "max_inflight": self.max_inflight,
-                   "server_cpu_s": time.process_time() - self.cpu0}
+            out = {
+                "requests": self.requests,
+                "max_inflight": self.max_inflight,
+                "server_cpu_s": time.process_time() - self.cpu0,
+            }
             self.cpu0 = time.process_time()
             self.requests = self.max_inflight = 0
         return json.dumps(out).encode()
@@ -120,8 +132,12 @@ async def _serve_asyncio(port: int, delay: float, stats: _Stats) -> None:
                     finally:
                         stats.leave()
                     body = _completion(n)
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\n\r\n"
+                    + body
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -195,12 +211,15 @@ class ShardedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request):
         if self._pools is None:
-            limits = httpx.Limits(max_connections=self.per_shard,
-                                        max_keepalive_connections=self.per_shard)
+            limits = httpx.Limits(
+                max_connections=self.per_shard, max_keepalive_connections=self.per_shard
+            )
             if self._ssl is None:  # one context for all shards and runs (each costs ~20 ms)
                 self._ssl = httpx.create_ssl_context()
-            self._pools = [httpx.AsyncHTTPTransport(limits=limits, verify=self._ssl)
-                           for _ in range(self.shards)]
+            self._pools = [
+                httpx.AsyncHTTPTransport(limits=limits, verify=self._ssl)
+                for _ in range(self.shards)
+            ]
             self._busy = [0] * self.shards
         i = min(range(self.shards), key=self._busy.__getitem__)
         self._busy[i] += 1
@@ -217,7 +236,6 @@ class ShardedTransport(httpx.AsyncBaseTransport):
             await p.aclose()
 
 
-
 def _load(args: argparse.Namespace):
     from fastrag import KnowledgeBase, warmup
 
@@ -228,9 +246,12 @@ def _load(args: argparse.Namespace):
     t = time.perf_counter()
     kb = KnowledgeBase.load(path)
     info = build_info(path)
-    print(f"knowledge base {path}: {len(kb):,} chunks, index {kb.index} (built in "
-          f"{info['build_seconds']:.0f} s); warmup {warm:.2f} s, load {(time.perf_counter() - t) * 1e3:.0f} ms; "
-          f"nproc {os.cpu_count()}", flush=True)
+    print(
+        f"knowledge base {path}: {len(kb):,} chunks, index {kb.index} (built in "
+        f"{info['build_seconds']:.0f} s); warmup {warm:.2f} s, load {(time.perf_counter() - t) * 1e3:.0f} ms; "
+        f"nproc {os.cpu_count()}",
+        flush=True,
+    )
     return kb
 
 
@@ -255,7 +276,9 @@ def _mode_kw(args: argparse.Namespace) -> dict:
 def extractive(args: argparse.Namespace) -> None:
     kb = _load(args)
     qs = questions(kb, args.questions, seed=2)
-    print(f"{len(qs):,} questions ({len(set(qs)):,} distinct), k={args.k}, mode {args.mode or 'default'}")
+    print(
+        f"{len(qs):,} questions ({len(set(qs)):,} distinct), k={args.k}, mode {args.mode or 'default'}"
+    )
     kb.answer_batch(qs[:256], k=args.k, **_mode_kw(args))  # warm
     runs, rets = [], []
     for r in range(args.repeat):
@@ -269,27 +292,37 @@ def extractive(args: argparse.Namespace) -> None:
         kb.retrieve_batch(qs, k=args.k, **_mode_kw(args))
         ret = time.perf_counter() - t
         rets.append(ret)
-        print(f"  run {r + 1}: {secs:.2f} s = {len(qs) / secs:,.0f} questions/s "
-              f"({found:,} found, {errors:,} errors); retrieve_batch alone {ret:.2f} s "
-              f"= {len(qs) / ret:,.0f} questions/s", flush=True)
+        print(
+            f"  run {r + 1}: {secs:.2f} s = {len(qs) / secs:,.0f} questions/s "
+            f"({found:,} found, {errors:,} errors); retrieve_batch alone {ret:.2f} s "
+            f"= {len(qs) / ret:,.0f} questions/s",
+            flush=True,
+        )
     med = statistics.median(runs)
-    print(f"retrieve_batch (same questions, same mode): median {statistics.median(rets):.2f} s "
-          f"= {len(qs) / statistics.median(rets):,.0f} questions/s, "
-          f"{statistics.median(rets) / med:.0%} of answer_batch's time")
+    print(
+        f"retrieve_batch (same questions, same mode): median {statistics.median(rets):.2f} s "
+        f"= {len(qs) / statistics.median(rets):,.0f} questions/s, "
+        f"{statistics.median(rets) / med:.0%} of answer_batch's time"
+    )
     qps = len(qs) / med
-    print(f"answer_batch, extractive, {len(kb):,} chunks, {len(qs):,} questions: median of {len(runs)} "
-          f"{med:.2f} s = {qps:,.0f} questions/s [{len(qs) / max(runs):,.0f}-{len(qs) / min(runs):,.0f}]; "
-          f"target >= 2,000/s: {'met' if qps >= 2000 else 'MISSED'}"
-          + ("" if len(kb) >= 900_000 else " (target is for 1,000,000 chunks)"))
+    print(
+        f"answer_batch, extractive, {len(kb):,} chunks, {len(qs):,} questions: median of {len(runs)} "
+        f"{med:.2f} s = {qps:,.0f} questions/s [{len(qs) / max(runs):,.0f}-{len(qs) / min(runs):,.0f}]; "
+        f"target >= 2,000/s: {'met' if qps >= 2000 else 'MISSED'}"
+        + ("" if len(kb) >= 900_000 else " (target is for 1,000,000 chunks)")
+    )
     if args.profile:
-        _profile(lambda: kb.answer_batch(qs[: args.profile_questions], k=args.k, **_mode_kw(args)),
-                 args.profile)
+        _profile(
+            lambda: kb.answer_batch(qs[: args.profile_questions], k=args.k, **_mode_kw(args)),
+            args.profile,
+        )
 
 
 def _start_server(kind: str, delay: float) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
         [sys.executable, __file__, "_serve", "--server", kind, "--delay", str(delay)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     line = proc.stdout.readline()
     if not line.startswith("ready"):
@@ -320,52 +353,80 @@ def server(args: argparse.Namespace) -> None:
         transport = None
         if args.shards:
             transport = ShardedTransport(args.shards, -(-args.concurrency // args.shards))
-        gen = OpenAIChatGenerator(f"http://127.0.0.1:{port}/v1", model="bench-model",
-                                  max_concurrency=args.concurrency, max_retries=0, timeout=30,
-                                  async_transport=transport)
+        gen = OpenAIChatGenerator(
+            f"http://127.0.0.1:{port}/v1",
+            model="bench-model",
+            max_concurrency=args.concurrency,
+            max_retries=0,
+            timeout=30,
+            async_transport=transport,
+        )
         floor = len(set(qs)) * args.delay / args.concurrency
         which = "fastrag's own" if not args.shards else f"this script's, {args.shards} pools"
-        print(f"client transport: {which}; "
-              f"sniffio importable: {_has_sniffio()}")
-        print(f"{args.server} server on 127.0.0.1:{port}, {args.delay * 1e3:.0f} ms per answer; "
-              f"{len(qs):,} questions ({len(set(qs)):,} distinct), max_concurrency={args.concurrency}, "
-              f"k={args.k}, mode {args.mode or 'default'}; floor {floor:.2f} s = {len(qs) / floor:,.0f}/s",
-              flush=True)
-        kb.answer_batch(qs[:128], k=args.k, generator=gen, max_concurrency=args.concurrency,
-                        **_mode_kw(args))  # warm: client, connections, kernels
+        print(f"client transport: {which}; sniffio importable: {_has_sniffio()}")
+        print(
+            f"{args.server} server on 127.0.0.1:{port}, {args.delay * 1e3:.0f} ms per answer; "
+            f"{len(qs):,} questions ({len(set(qs)):,} distinct), max_concurrency={args.concurrency}, "
+            f"k={args.k}, mode {args.mode or 'default'}; floor {floor:.2f} s = {len(qs) / floor:,.0f}/s",
+            flush=True,
+        )
+        kb.answer_batch(
+            qs[:128], k=args.k, generator=gen, max_concurrency=args.concurrency, **_mode_kw(args)
+        )  # warm: client, connections, kernels
         _server_stats(port)
         # the part that is not the model: retrieval + context + finish, with an instant generator
         t = time.perf_counter()
         c = time.process_time()
         kb.answer_batch(qs, k=args.k, generator=lambda q, hits: ANSWER, **_mode_kw(args))
         local, local_cpu = time.perf_counter() - t, time.process_time() - c
-        print(f"  same batch with an instant in-process generator: {local:.3f} s ({local_cpu:.2f} s CPU)",
-              flush=True)
+        print(
+            f"  same batch with an instant in-process generator: {local:.3f} s ({local_cpu:.2f} s CPU)",
+            flush=True,
+        )
         runs = []
         for r in range(args.repeat):
             t, c = time.perf_counter(), time.process_time()
-            table = kb.answer_batch(qs, k=args.k, generator=gen, max_concurrency=args.concurrency,
-                                    **_mode_kw(args))
+            table = kb.answer_batch(
+                qs, k=args.k, generator=gen, max_concurrency=args.concurrency, **_mode_kw(args)
+            )
             secs, cpu = time.perf_counter() - t, time.process_time() - c
             st = _server_stats(port)
             errors = len(qs) - table.column("error").null_count
             found = sum(table.column("found").to_pylist())
-            runs.append({"seconds": secs, "qps": len(qs) / secs, "client_cpu_s": cpu, **st, "errors": errors, "found": found})
-            print(f"  run {r + 1}: {secs:.3f} s = {len(qs) / secs:,.0f} questions/s; server saw "
-                  f"{st['requests']} requests, at most {st['max_inflight']} in flight; CPU s: client "
-                  f"{cpu:.2f}, server {st['server_cpu_s']:.2f}; "
-                  f"{found} found, {errors} errors", flush=True)
+            runs.append(
+                {
+                    "seconds": secs,
+                    "qps": len(qs) / secs,
+                    "client_cpu_s": cpu,
+                    **st,
+                    "errors": errors,
+                    "found": found,
+                }
+            )
+            print(
+                f"  run {r + 1}: {secs:.3f} s = {len(qs) / secs:,.0f} questions/s; server saw "
+                f"{st['requests']} requests, at most {st['max_inflight']} in flight; CPU s: client "
+                f"{cpu:.2f}, server {st['server_cpu_s']:.2f}; "
+                f"{found} found, {errors} errors",
+                flush=True,
+            )
         if args.profile:
-            _profile(lambda: kb.answer_batch(qs, k=args.k, generator=gen, max_concurrency=args.concurrency,
-                                             **_mode_kw(args)), args.profile)
+            _profile(
+                lambda: kb.answer_batch(
+                    qs, k=args.k, generator=gen, max_concurrency=args.concurrency, **_mode_kw(args)
+                ),
+                args.profile,
+            )
     finally:
         proc.terminate()
         proc.wait(10)
     qps = statistics.median(r["qps"] for r in runs)
-    print(f"answer_batch, {args.server} server, {len(qs):,} questions, max_concurrency={args.concurrency}: "
-          f"median of {len(runs)} {len(qs) / qps:.3f} s = {qps:,.0f} questions/s "
-          f"[{min(r['qps'] for r in runs):,.0f}-{max(r['qps'] for r in runs):,.0f}], "
-          f"{qps * floor / len(qs):.0%} of the floor's rate; target >= 600/s: {'met' if qps >= 600 else 'MISSED'}")
+    print(
+        f"answer_batch, {args.server} server, {len(qs):,} questions, max_concurrency={args.concurrency}: "
+        f"median of {len(runs)} {len(qs) / qps:.3f} s = {qps:,.0f} questions/s "
+        f"[{min(r['qps'] for r in runs):,.0f}-{max(r['qps'] for r in runs):,.0f}], "
+        f"{qps * floor / len(qs):.0%} of the floor's rate; target >= 600/s: {'met' if qps >= 600 else 'MISSED'}"
+    )
 
 
 def main() -> None:
@@ -385,9 +446,13 @@ def main() -> None:
             p.add_argument("--server", choices=("asyncio", "threading"), default="asyncio")
             p.add_argument("--delay", type=float, default=0.05)
             p.add_argument("--concurrency", type=int, default=64)
-            p.add_argument("--shards", type=int, default=0,
-                           help="experiment: this script's N-pool transport (0: fastrag's own async client, "
-                                "which shards its pools itself since 976c46b)")
+            p.add_argument(
+                "--shards",
+                type=int,
+                default=0,
+                help="experiment: this script's N-pool transport (0: fastrag's own async client, "
+                "which shards its pools itself since 976c46b)",
+            )
     p = sub.add_parser("_serve")
     p.add_argument("--server", default="asyncio")
     p.add_argument("--delay", type=float, default=0.05)

@@ -113,15 +113,25 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=WORKDIR)
     ap.add_argument("--threads", default="1,4,16", help="caller thread counts")
     ap.add_argument("--modes", default="vector,hybrid")
-    ap.add_argument("--calls", type=int, default=3000, help="retrievals per (round, mode, thread count)")
+    ap.add_argument(
+        "--calls", type=int, default=3000, help="retrievals per (round, mode, thread count)"
+    )
     ap.add_argument("--pool", type=int, default=1000, help="distinct questions")
     ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds")
     ap.add_argument("-k", type=int, default=5)
     ap.add_argument("--call-threads", type=int, default=None, help="retrieve(threads=...)")
-    ap.add_argument("--no-ceiling", dest="ceiling", action="store_false",
-                    help="skip the raw hnswlib knn_query rows (GIL-free ceiling)")
-    ap.add_argument("--switch-interval", type=float, default=None,
-                    help="sys.setswitchinterval(seconds) before measuring (Python's default 0.005)")
+    ap.add_argument(
+        "--no-ceiling",
+        dest="ceiling",
+        action="store_false",
+        help="skip the raw hnswlib knn_query rows (GIL-free ceiling)",
+    )
+    ap.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval(seconds) before measuring (Python's default 0.005)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write every round's figures here")
     args = ap.parse_args()
     counts = [int(x) for x in args.threads.split(",")]
@@ -137,27 +147,35 @@ def main() -> None:
     kb = KnowledgeBase.load(path)
     load_s = time.perf_counter() - t
     info = build_info(path)
-    print(f"knowledge base {path}: {len(kb):,} chunks, index {kb.index} (built in "
-          f"{info['build_seconds']:.0f} s); warmup {warm_s:.2f} s, load {load_s * 1e3:.0f} ms")
-    print(f"nproc {os.cpu_count()}, Numba threading layer {threading_layer()}, "
-          f"retrieve(threads={args.call_threads}), k={args.k}, {args.calls} calls per run, "
-          f"{args.repeat} interleaved rounds, GIL switch interval {sys.getswitchinterval() * 1e3:g} ms")
+    print(
+        f"knowledge base {path}: {len(kb):,} chunks, index {kb.index} (built in "
+        f"{info['build_seconds']:.0f} s); warmup {warm_s:.2f} s, load {load_s * 1e3:.0f} ms"
+    )
+    print(
+        f"nproc {os.cpu_count()}, Numba threading layer {threading_layer()}, "
+        f"retrieve(threads={args.call_threads}), k={args.k}, {args.calls} calls per run, "
+        f"{args.repeat} interleaved rounds, GIL switch interval {sys.getswitchinterval() * 1e3:g} ms"
+    )
 
     pool = questions(kb, args.pool, seed=1)
     extra = {} if args.call_threads is None else {"threads": args.call_threads}
-    calls = {m: (lambda m: lambda i: _key(kb.retrieve(pool[i], k=args.k, mode=m, **extra)))(m)
-             for m in modes}
+    calls = {
+        m: (lambda m: lambda i: _key(kb.retrieve(pool[i], k=args.k, mode=m, **extra)))(m)
+        for m in modes
+    }
     if args.ceiling:
         # The GIL-free core of a vector retrieval, on the same graph and question
         # vectors: how far caller threads can scale on this machine right now.
-        graph = kb._hnsw._index
+        graph = kb._corpus.graph._index
         vecs = kb.embed_questions(pool)
         calls["raw hnswlib"] = lambda i: graph.knn_query(vecs[i : i + 1], args.k, 1)[0].tobytes()
     refs = {}
     for m, call in calls.items():
         refs[m] = [call(i) for i in range(len(pool))]
         # a second serial pass must agree with the first (determinism of the reference)
-        assert [call(i) for i in range(100)] == refs[m][:100], f"{m}: serial results are not deterministic"
+        assert [call(i) for i in range(100)] == refs[m][:100], (
+            f"{m}: serial results are not deterministic"
+        )
     for m, call in calls.items():  # untimed warm-up of the concurrent path
         run_once(call, refs[m], max(counts), min(args.calls, 500))
     modes = list(calls)
@@ -168,9 +186,12 @@ def main() -> None:
             for n in counts:
                 res = run_once(calls[m], refs[m], n, args.calls)
                 rounds[(m, n)].append(res)
-                print(f"  round {r + 1} {m:11s} {n:2d} threads: {res['qps']:8,.0f} /s  "
-                      f"p50 {res['p50_ms']:6.3f} ms  p99 {res['p99_ms']:6.3f} ms  "
-                      f"mismatches {res['mismatches']}", flush=True)
+                print(
+                    f"  round {r + 1} {m:11s} {n:2d} threads: {res['qps']:8,.0f} /s  "
+                    f"p50 {res['p50_ms']:6.3f} ms  p99 {res['p99_ms']:6.3f} ms  "
+                    f"mismatches {res['mismatches']}",
+                    flush=True,
+                )
 
     total_bad = sum(res["mismatches"] for rs in rounds.values() for res in rs)
     print(f"\nmedians over {args.repeat} rounds ({len(kb):,} chunks, k={args.k}); [min-max]")
@@ -185,24 +206,36 @@ def main() -> None:
             p50 = [x["p50_ms"] for x in rs]
             p99 = [x["p99_ms"] for x in rs]
             med = statistics.median(qps)
-            summary[(m, n)] = {"qps": med, "p50_ms": statistics.median(p50), "p99_ms": statistics.median(p99)}
-            print(f"| {m} | {n} | {med:,.0f} [{min(qps):,.0f}-{max(qps):,.0f}] | "
-                  f"{statistics.median(p50):.3f} [{min(p50):.3f}-{max(p50):.3f}] | "
-                  f"{statistics.median(p99):.3f} [{min(p99):.3f}-{max(p99):.3f}] | {med / base:.2f}x |")
+            summary[(m, n)] = {
+                "qps": med,
+                "p50_ms": statistics.median(p50),
+                "p99_ms": statistics.median(p99),
+            }
+            print(
+                f"| {m} | {n} | {med:,.0f} [{min(qps):,.0f}-{max(qps):,.0f}] | "
+                f"{statistics.median(p50):.3f} [{min(p50):.3f}-{max(p50):.3f}] | "
+                f"{statistics.median(p99):.3f} [{min(p99):.3f}-{max(p99):.3f}] | {med / base:.2f}x |"
+            )
     if 1 in counts and 16 in counts:
         print()
         for m in [m for m in modes if m != "raw hnswlib"]:
             ratio = summary[(m, 16)]["qps"] / summary[(m, 1)]["qps"]
             p99 = max(summary[(m, n)]["p99_ms"] for n in counts)
-            print(f"{m}: 16/1 throughput {ratio:.2f}x (target >= 1.6x: {'met' if ratio >= 1.6 else 'MISSED'}); "
-                  f"worst median p99 {p99:.2f} ms (target < 5 ms: {'met' if p99 < 5 else 'MISSED'})")
+            print(
+                f"{m}: 16/1 throughput {ratio:.2f}x (target >= 1.6x: {'met' if ratio >= 1.6 else 'MISSED'}); "
+                f"worst median p99 {p99:.2f} ms (target < 5 ms: {'met' if p99 < 5 else 'MISSED'})"
+            )
         if "raw hnswlib" in modes:
             ratio = summary[("raw hnswlib", 16)]["qps"] / summary[("raw hnswlib", 1)]["qps"]
             print(f"ceiling (raw hnswlib knn_query, GIL released): 16/1 {ratio:.2f}x")
-    print(f"concurrent vs serial results (retrieve() and raw hnswlib): {total_bad} mismatches over "
-          f"{sum(len(rs) for rs in rounds.values()) * args.calls:,} calls")
+    print(
+        f"concurrent vs serial results (retrieve() and raw hnswlib): {total_bad} mismatches over "
+        f"{sum(len(rs) for rs in rounds.values()) * args.calls:,} calls"
+    )
     if args.json is not None:
-        args.json.write_text(json.dumps({f"{m}/{n}": rs for (m, n), rs in rounds.items()}, indent=1))
+        args.json.write_text(
+            json.dumps({f"{m}/{n}": rs for (m, n), rs in rounds.items()}, indent=1)
+        )
     assert total_bad == 0, "concurrent retrieve() results differ from serial ones"
 
 

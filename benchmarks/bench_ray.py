@@ -58,7 +58,9 @@ def main() -> None:
         KnowledgeBase.build(demo_documents()).save(root / "kb")
         qfile = root / "questions.jsonl"
         qs = [f"{BASE[i % len(BASE)]} {i}" for i in range(args.questions)]
-        qfile.write_text("\n".join(json.dumps({"id": str(i), "question": q}) for i, q in enumerate(qs)))
+        qfile.write_text(
+            "\n".join(json.dumps({"id": str(i), "question": q}) for i, q in enumerate(qs))
+        )
 
         t = time.perf_counter()
         one = answer_file(KnowledgeBase.load(root / "kb"), qfile, root / "one.jsonl",
@@ -84,7 +86,9 @@ def main() -> None:
 
         a = (root / "one.jsonl").read_text().splitlines()
         b = (root / "ray.jsonl").read_text().splitlines()
-        same = sum(json.loads(x)["answer"] == json.loads(y)["answer"] for x, y in zip(a, b))
+        same = sum(
+            json.loads(x)["answer"] == json.loads(y)["answer"] for x, y in zip(a, b, strict=False)
+        )
         print(f"{args.questions:,} questions, batch size {args.batch_size}, {args.actors} actors")
         print(f"single process: {t_one:.1f} s ({one.questions_per_second:,.0f} q/s)")
         print(f"ray, start-up included: {t_ray:.1f} s; answering and writing {ray_sum.seconds:.1f} s "

@@ -43,9 +43,9 @@ from fastrag import ExtractiveGenerator, KnowledgeBase, warmup
 from fastrag.answer.audit import audit_digest
 from fastrag.answer.conflicts import detect_conflicts
 from fastrag.answer.context import assemble_context
-from fastrag.answer.redact import Redactor
 from fastrag.answer.stages import StageTimer, clear_caches
 from fastrag.answer.verify import check_faithfulness, confidence, freshness_warnings
+from fastrag.text.pii import Redactor
 
 QUESTIONS = [
     "How many days of paid annual leave do employees receive?",

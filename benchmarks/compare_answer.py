@@ -30,7 +30,7 @@ def pct(values: list[float], q: float) -> float:
 
 def measure(kb: KnowledgeBase, questions: list[str], rounds: int, k: int, mode_kw: dict) -> dict:
     vectors = kb.embed_questions(questions)
-    corpus_parts = [(s.vectors, s.alive) for s in kb._store.segments]
+    corpus_parts = [(s.vectors, s.alive) for s in kb._corpus.store.segments]
     t_kernel, t_retrieve, t_answer = [], [], []
     for r in range(rounds):
         i = r % len(questions)
@@ -87,7 +87,7 @@ def main() -> None:
     print(f"\nsynthetic: {len(kb):,} chunks from {n_docs:,} documents, built in {time.perf_counter() - t:.1f} s")
     rng = np.random.default_rng(1)
     picks = rng.integers(0, len(kb), args.batch)
-    texts = kb._store.rows(picks, ["text"]).column("text").to_pylist()
+    texts = kb._corpus.store.rows(picks, ["text"]).column("text").to_pylist()
     questions = [s[: 20 + int(rng.integers(0, 40))] for s in texts]
     report(f"synthetic ({len(kb):,} chunks), {min(args.rounds, 300)} rounds",
            measure(kb, questions[:300], min(args.rounds, 300), args.k, mode_kw))

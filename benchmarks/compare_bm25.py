@@ -38,8 +38,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fastrag import Chunker
 from fastrag.index.keyword import BM25Index
+from fastrag.text import Chunker
 from fastrag.text.tokenize import Tokenizer
 from fastrag.text.utf8 import encode_utf8
 

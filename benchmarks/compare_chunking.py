@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import statistics
 import sys
 import time
@@ -39,31 +38,30 @@ from typing import Any
 
 import numba
 import pyarrow as pa
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.naive (the reference) when run from a checkout
-
+import pyarrow.feather as feather  # noqa: E402
 from fastrag._native import chunking as kernels  # noqa: E402
 from fastrag.datasets.synthetic import mixed_texts  # noqa: E402
 
 from fastrag.text.chunking import Chunker  # noqa: E402
 from fastrag.text.utf8 import utf8_buffers  # noqa: E402
-from tests.naive.chunking import chunk_texts  # noqa: E402
+
+# The pure-Python reference lives in the checkout's tests/naive; appended (not prepended)
+# so that the installed fastrag, with its kernels, is the one imported.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from naive.chunking import chunk_texts  # noqa: E402
 
 BYTES_PER_CHAR = 1.45  # a little under the mix's ~1.47, so --mb is reached
 
 
 def corpus(mb: float, cache: Path | None) -> list[str]:
     """Mixed English/Chinese documents of at least ``mb`` MB of UTF-8."""
-    path = cache / f"mixed_{mb:g}MB.pkl" if cache else None
+    path = cache / f"mixed_{mb:g}MB.arrow" if cache else None
     if path is not None and path.exists():
-        with path.open("rb") as fh:
-            return pickle.load(fh)
+        return feather.read_table(path).column("text").to_pylist()
     texts = mixed_texts(int(mb * 1e6 / BYTES_PER_CHAR))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as fh:
-            pickle.dump(texts, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        feather.write_feather(pa.table({"text": pa.array(texts, pa.large_string())}), path)
     return texts
 
 

@@ -18,12 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.append(
+    str(Path(__file__).resolve().parents[1] / "tests")
+)  # naive references; installed fastrag first
 
 from fastrag.datasets.synthetic import mixed_texts  # noqa: E402
 from naive.embedding import embed_dict, embed_index_of  # noqa: E402
 
-from fastrag import Chunker, VocabularyEmbedder, warmup  # noqa: E402
+from fastrag import VocabularyEmbedder, warmup  # noqa: E402
+from fastrag.text import Chunker  # noqa: E402
 
 
 def timed(fn, repeat):
@@ -65,14 +68,20 @@ def main() -> None:
         out = np.empty((n, dim), dtype=np.float32)
         out.fill(0)  # fault the pages in outside the timed region
         t_f, got = timed(
-            lambda: emb.embed_utf8(chunks.text_data, chunks.text_offsets, out=out, threads=args.threads),
+            lambda: emb.embed_utf8(
+                chunks.text_data, chunks.text_offsets, out=out, threads=args.threads
+            ),
             args.repeat,
         )
         np.testing.assert_allclose(got[: len(sub_i)], np.array(ref_i), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got[: len(sub_d)], np.array(ref_d), rtol=1e-5, atol=1e-6)
         rate_i, rate_d, rate_f = len(sub_i) / t_i, len(sub_d) / t_d, n / t_f
         label = "none" if cap == 0 else str(cap)
-        for name, rate in (("seed indexOf (Python)", rate_i), ("dict lookup (Python)", rate_d), ("fastrag", rate_f)):
+        for name, rate in (
+            ("seed indexOf (Python)", rate_i),
+            ("dict lookup (Python)", rate_d),
+            ("fastrag", rate_f),
+        ):
             print(f"{label:>12} {dim:>6} {name:<22} {rate:>14,.0f} {rate / rate_d:>8.1f}x")
         gb = n * dim * 4 / t_f / 1e9
         print(f"{'':>12} {'':>6} {'(fastrag output write rate)':<22} {gb:>11.2f} GB/s")

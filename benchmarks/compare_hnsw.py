@@ -80,8 +80,7 @@ class Cache:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.key = (
-            f"n{n}-d{args.dim}-c{args.clusters}-M{args.M}-efc{args.efc}-s{args.seed}"
-            f"-q{args.nq}"
+            f"n{n}-d{args.dim}-c{args.clusters}-M{args.M}-efc{args.efc}-s{args.seed}-q{args.nq}"
         )
         self.rebuild = args.rebuild
 
@@ -123,7 +122,9 @@ def _fastrag_index(
     return index, seconds, False
 
 
-def _raw_build_seconds(cache: Cache, corpus: np.ndarray, args: argparse.Namespace) -> tuple[float, bool]:
+def _raw_build_seconds(
+    cache: Cache, corpus: np.ndarray, args: argparse.Namespace
+) -> tuple[float, bool]:
     seconds = cache.get("hnswlib")
     if seconds is not None:
         return seconds, True
@@ -139,7 +140,9 @@ def _raw_build_seconds(cache: Cache, corpus: np.ndarray, args: argparse.Namespac
     return seconds, False
 
 
-def _faiss_index(cache: Cache, corpus: np.ndarray, args: argparse.Namespace) -> tuple[Any, float, bool]:
+def _faiss_index(
+    cache: Cache, corpus: np.ndarray, args: argparse.Namespace
+) -> tuple[Any, float, bool]:
     import faiss
 
     faiss.omp_set_num_threads(args.threads)
@@ -178,8 +181,9 @@ def run_compare(args: argparse.Namespace) -> None:
     config = HnswConfig(M=args.M, ef_construction=args.efc, random_seed=args.seed)
     truth = _truth(cache, queries, corpus, args.threads)
     fr, fr_build, fr_cached = _fastrag_index(cache, corpus, config, args.threads)
-    raw_build, raw_cached = (float("nan"), False) if args.no_raw_build else _raw_build_seconds(
-        cache, corpus, args)
+    raw_build, raw_cached = (
+        (float("nan"), False) if args.no_raw_build else _raw_build_seconds(cache, corpus, args)
+    )
     t0 = time.perf_counter()
     _check_vectors(corpus, None)
     _check_labels(np.arange(n), n)
@@ -191,12 +195,16 @@ def run_compare(args: argparse.Namespace) -> None:
     def tag(cached: bool) -> str:
         return " (cached)" if cached else ""
 
-    print(f"n={n} dim={args.dim} clusters={args.clusters} M={args.M} efc={args.efc} "
-          f"threads={args.threads} batch={args.batch} single-query loop={args.loop} rounds={args.repeat}")
-    print(f"build s: fastrag {fr_build:.1f}{tag(fr_cached)}  hnswlib {raw_build:.1f}{tag(raw_cached)}"
-          f"  ratio {fr_build / raw_build:.3f}  (fastrag's input checks: {checks:.2f} s;"
-          " one build each, run apart: --build for a fair ratio)"
-          + (f"  faiss {fa_build:.1f}{tag(fa_cached)}" if fa is not None else ""))
+    print(
+        f"n={n} dim={args.dim} clusters={args.clusters} M={args.M} efc={args.efc} "
+        f"threads={args.threads} batch={args.batch} single-query loop={args.loop} rounds={args.repeat}"
+    )
+    print(
+        f"build s: fastrag {fr_build:.1f}{tag(fr_cached)}  hnswlib {raw_build:.1f}{tag(raw_cached)}"
+        f"  ratio {fr_build / raw_build:.3f}  (fastrag's input checks: {checks:.2f} s;"
+        " one build each, run apart: --build for a fair ratio)"
+        + (f"  faiss {fa_build:.1f}{tag(fa_cached)}" if fa is not None else "")
+    )
 
     single = [queries[i : i + 1] for i in range(args.loop)]
     batch = queries[: args.batch]
@@ -210,6 +218,7 @@ def run_compare(args: argparse.Namespace) -> None:
     systems["fastrag"] = (fr.set_ef, lambda q: fr.search(q, K, threads=th))
     systems["hnswlib"] = (raw.set_ef, lambda q: raw.knn_query(q, k=K, num_threads=th))
     if fa is not None:
+
         def fa_set(ef: int) -> None:
             fa.hnsw.efSearch = ef
 
@@ -225,7 +234,7 @@ def run_compare(args: argparse.Namespace) -> None:
     clock = time.perf_counter_ns
     for rnd in range(args.repeat):
         for ef in efs:
-            for name, (set_ef, search) in systems.items():
+            for set_ef, search in systems.values():
                 set_ef(ef)
                 search(single[0])  # warm (and, for fastrag, set ef under the lock)
             # Batch 1: the systems take turns query by query, cycling through
@@ -237,7 +246,7 @@ def run_compare(args: argparse.Namespace) -> None:
             per: dict[str, list[float]] = {name: [] for name in names}
             nl = len(single)
             for i in range(nl):
-                for j, name in enumerate(orders[i % len(orders)]):
+                for name in orders[i % len(orders)]:
                     r = single[(i + (names.index(name) * nl) // len(names)) % nl]
                     search = systems[name][1]
                     t0 = clock()
@@ -251,9 +260,13 @@ def run_compare(args: argparse.Namespace) -> None:
                     search = systems[name][1]
                     t0 = time.perf_counter()
                     out = search(batch)
-                    bb.setdefault((name, ef), []).append(batch.shape[0] / (time.perf_counter() - t0))
+                    bb.setdefault((name, ef), []).append(
+                        batch.shape[0] / (time.perf_counter() - t0)
+                    )
                     labels = out[1] if name == "faiss" else out[0]
-                    rec[(name, ef)] = recall_at_k(np.asarray(labels, dtype=np.int64), truth[: args.batch])
+                    rec[(name, ef)] = recall_at_k(
+                        np.asarray(labels, dtype=np.int64), truth[: args.batch]
+                    )
         times = _loop(lambda q: exact_topk(q, corpus, K, threads=th), single[: args.exact_loop])
         b1.setdefault(("exact", 0), []).append(len(times) / sum(times))
         lat.setdefault(("exact", 0), []).extend(times)
@@ -263,24 +276,33 @@ def run_compare(args: argparse.Namespace) -> None:
         rec[("exact", 0)] = 1.0
 
     med = statistics.median
-    print(f"{'system':<9}{'ef':>5}{'QPS b1':>10}{'QPS b' + str(args.batch):>11}{'recall@10':>11}"
-          f"{'p50 us':>9}{'p99 us':>9}{'b1 vs hnswlib':>15}{'b' + str(args.batch) + ' vs hnswlib':>17}")
+    print(
+        f"{'system':<9}{'ef':>5}{'QPS b1':>10}{'QPS b' + str(args.batch):>11}{'recall@10':>11}"
+        f"{'p50 us':>9}{'p99 us':>9}{'b1 vs hnswlib':>15}{'b' + str(args.batch) + ' vs hnswlib':>17}"
+    )
     for ef in efs:
         for name in systems:
             key = (name, ef)
             r1 = med(b1[key]) / med(b1[("hnswlib", ef)])
             rb = med(bb[key]) / med(bb[("hnswlib", ef)])
-            print(f"{name:<9}{ef:>5}{med(b1[key]):>10.0f}{med(bb[key]):>11.0f}{rec[key]:>11.4f}"
-                  f"{_pct(lat[key], 50) * 1e6:>9.0f}{_pct(lat[key], 99) * 1e6:>9.0f}"
-                  f"{r1:>15.3f}{rb:>17.3f}")
+            print(
+                f"{name:<9}{ef:>5}{med(b1[key]):>10.0f}{med(bb[key]):>11.0f}{rec[key]:>11.4f}"
+                f"{_pct(lat[key], 50) * 1e6:>9.0f}{_pct(lat[key], 99) * 1e6:>9.0f}"
+                f"{r1:>15.3f}{rb:>17.3f}"
+            )
     key = ("exact", 0)
-    print(f"{'exact':<9}{'-':>5}{med(b1[key]):>10.0f}{med(bb[key]):>11.0f}{1.0:>11.4f}"
-          f"{_pct(lat[key], 50) * 1e6:>9.0f}{_pct(lat[key], 99) * 1e6:>9.0f}")
-    print("fastrag overhead (QPS hnswlib / fastrag - 1, same graph, medians): "
-          + ", ".join(
-              f"ef={ef}: b1 {med(b1[('hnswlib', ef)]) / med(b1[('fastrag', ef)]) - 1:+.1%}"
-              f" b{args.batch} {med(bb[('hnswlib', ef)]) / med(bb[('fastrag', ef)]) - 1:+.1%}"
-              for ef in efs))
+    print(
+        f"{'exact':<9}{'-':>5}{med(b1[key]):>10.0f}{med(bb[key]):>11.0f}{1.0:>11.4f}"
+        f"{_pct(lat[key], 50) * 1e6:>9.0f}{_pct(lat[key], 99) * 1e6:>9.0f}"
+    )
+    print(
+        "fastrag overhead (QPS hnswlib / fastrag - 1, same graph, medians): "
+        + ", ".join(
+            f"ef={ef}: b1 {med(b1[('hnswlib', ef)]) / med(b1[('fastrag', ef)]) - 1:+.1%}"
+            f" b{args.batch} {med(bb[('hnswlib', ef)]) / med(bb[('fastrag', ef)]) - 1:+.1%}"
+            for ef in efs
+        )
+    )
 
 
 def run_build(args: argparse.Namespace) -> None:
@@ -290,29 +312,34 @@ def run_build(args: argparse.Namespace) -> None:
     config = HnswConfig(M=args.M, ef_construction=args.efc, random_seed=args.seed)
     times: dict[str, list[float]] = {"fastrag": [], "hnswlib": []}
     for rnd in range(args.repeat):
-        for name in (["fastrag", "hnswlib"] if rnd % 2 == 0 else ["hnswlib", "fastrag"]):
+        for name in ["fastrag", "hnswlib"] if rnd % 2 == 0 else ["hnswlib", "fastrag"]:
             t0 = time.perf_counter()
             if name == "fastrag":
                 HnswIndex.build(corpus, labels, config, threads=args.threads)
             else:
                 raw = hnswlib.Index(space="ip", dim=args.dim)
-                raw.init_index(max_elements=args.n, M=args.M, ef_construction=args.efc,
-                               random_seed=args.seed)
+                raw.init_index(
+                    max_elements=args.n, M=args.M, ef_construction=args.efc, random_seed=args.seed
+                )
                 raw.add_items(corpus, labels, num_threads=args.threads)
             times[name].append(time.perf_counter() - t0)
     f, r = statistics.median(times["fastrag"]), statistics.median(times["hnswlib"])
-    print(f"build n={args.n} dim={args.dim} clusters={args.clusters} threads={args.threads}, "
-          f"{args.repeat} rounds taking turns: fastrag {f:.2f} s, hnswlib {r:.2f} s, ratio {f / r:.3f} "
-          f"(all: fastrag {[round(t, 2) for t in times['fastrag']]}, "
-          f"hnswlib {[round(t, 2) for t in times['hnswlib']]})")
+    print(
+        f"build n={args.n} dim={args.dim} clusters={args.clusters} threads={args.threads}, "
+        f"{args.repeat} rounds taking turns: fastrag {f:.2f} s, hnswlib {r:.2f} s, ratio {f / r:.3f} "
+        f"(all: fastrag {[round(t, 2) for t in times['fastrag']]}, "
+        f"hnswlib {[round(t, 2) for t in times['hnswlib']]})"
+    )
 
 
 def run_auto(args: argparse.Namespace) -> None:
     """Batch-1 latency of exact scan vs HNSW (ef_search default) over corpus sizes."""
     config = HnswConfig(M=args.M, ef_construction=args.efc, random_seed=args.seed)
     sizes = [int(s) for s in args.auto_sizes.split(",")]
-    print(f"batch-1 median latency (us), dim={args.dim} clusters={args.clusters} "
-          f"threads={args.threads} ef={config.ef_search}; {args.loop} queries x {args.repeat} rounds")
+    print(
+        f"batch-1 median latency (us), dim={args.dim} clusters={args.clusters} "
+        f"threads={args.threads} ef={config.ef_search}; {args.loop} queries x {args.repeat} rounds"
+    )
     print(f"{'n':>9}{'exact':>9}{'hnsw':>9}{'exact/hnsw':>12}{'recall':>9}")
     for n in sizes:
         corpus, queries = _data(n, args.nq, args.dim, args.clusters)
@@ -325,7 +352,9 @@ def run_auto(args: argparse.Namespace) -> None:
         th = args.threads
         for _ in range(args.repeat):
             exact_topk(single[0], corpus, K, threads=th)
-            ex.append(statistics.median(_loop(lambda q: exact_topk(q, corpus, K, threads=th), single)))
+            ex.append(
+                statistics.median(_loop(lambda q: exact_topk(q, corpus, K, threads=th), single))
+            )
             index.search(single[0], K, threads=th)
             hn.append(statistics.median(_loop(lambda q: index.search(q, K, threads=th), single)))
         out = index.search(queries, K, threads=th)
@@ -348,10 +377,14 @@ def run_filters(args: argparse.Namespace) -> None:
     batches = [int(b) for b in args.filter_batches.split(",")]
     direction = rng.standard_normal(args.dim).astype(np.float32)
     proj = corpus @ direction
-    print(f"n={n} dim={args.dim} ef={config.ef_search} k={K} threads={th}: ms per query "
-          f"(median of {args.repeat} rounds), recall@{K} vs exact filtered search")
-    print(f"{'mask':<7}{'sel':>7}{'n_elig':>8}{'m':>6}  {'rule':<11}"
-          + "".join(f"{s:>20}" for s in ("oversample", "filter", "exact-mask", "exact-gather")))
+    print(
+        f"n={n} dim={args.dim} ef={config.ef_search} k={K} threads={th}: ms per query "
+        f"(median of {args.repeat} rounds), recall@{K} vs exact filtered search"
+    )
+    print(
+        f"{'mask':<7}{'sel':>7}{'n_elig':>8}{'m':>6}  {'rule':<11}"
+        + "".join(f"{s:>20}" for s in ("oversample", "filter", "exact-mask", "exact-gather"))
+    )
     for kind in args.mask_kinds.split(","):
         for s in sels:
             n_e = max(1, round(s * n))
@@ -367,7 +400,9 @@ def run_filters(args: argparse.Namespace) -> None:
                 truth, _ = exact_topk(qs, corpus, K, mask=mask, threads=th)
                 rows = np.flatnonzero(mask)
 
-                def over(fn: Callable[[np.ndarray], Any], chunks: list[np.ndarray] = chunks) -> np.ndarray:
+                def over(
+                    fn: Callable[[np.ndarray], Any], chunks: list[np.ndarray] = chunks
+                ) -> np.ndarray:
                     return np.concatenate([np.asarray(fn(c)[0]) for c in chunks])
 
                 def gather(c: np.ndarray, rows: np.ndarray = rows) -> tuple[np.ndarray, np.ndarray]:
@@ -375,10 +410,14 @@ def run_filters(args: argparse.Namespace) -> None:
 
                 runs: dict[str, Callable[[np.ndarray], Any]] = {
                     "oversample": lambda c, mask=mask: index.search(
-                        c, K, eligible=mask, threads=th, strategy="oversample"),
+                        c, K, eligible=mask, threads=th, strategy="oversample"
+                    ),
                     "filter": lambda c, mask=mask: index.search(
-                        c, K, eligible=mask, threads=th, strategy="filter"),
-                    "exact-mask": lambda c, mask=mask: exact_topk(c, corpus, K, mask=mask, threads=th),
+                        c, K, eligible=mask, threads=th, strategy="filter"
+                    ),
+                    "exact-mask": lambda c, mask=mask: exact_topk(
+                        c, corpus, K, mask=mask, threads=th
+                    ),
                     "exact-gather": gather,
                 }
                 cells = []
@@ -404,7 +443,9 @@ def run_filters(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--clusters", type=int, default=1000)
@@ -416,26 +457,42 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=100)
     ap.add_argument("--nq", type=int, default=1024, help="held-out queries generated")
     ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--batch-calls", type=int, default=3, help="big-batch calls per system and round")
+    ap.add_argument(
+        "--batch-calls", type=int, default=3, help="big-batch calls per system and round"
+    )
     ap.add_argument("--loop", type=int, default=500, help="single queries per round")
     ap.add_argument("--exact-loop", type=int, default=100, help="single exact queries per round")
-    ap.add_argument("--no-raw-build", action="store_true",
-                    help="skip the raw hnswlib build (no build-time ratio)")
+    ap.add_argument(
+        "--no-raw-build",
+        action="store_true",
+        help="skip the raw hnswlib build (no build-time ratio)",
+    )
     ap.add_argument("--cache-dir", default="/tmp/fastrag-hnsw-cache")
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--no-faiss", action="store_true")
-    ap.add_argument("--build", action="store_true",
-                    help="fresh builds only (no cache), fastrag and hnswlib taking turns")
+    ap.add_argument(
+        "--build",
+        action="store_true",
+        help="fresh builds only (no cache), fastrag and hnswlib taking turns",
+    )
     ap.add_argument("--auto", action="store_true", help="exact vs HNSW batch-1 crossover")
     ap.add_argument("--auto-sizes", default="2000,5000,10000,20000,50000")
     ap.add_argument("--filters", action="store_true", help="filter strategy grid")
     ap.add_argument("--selectivities", default="0.5,0.2,0.1,0.05,0.02,0.01,0.005,0.002")
     ap.add_argument("--filter-batches", default="1,16,64,256")
     ap.add_argument("--mask-kinds", default="random,slab")
-    ap.add_argument("--filter-queries", type=int, default=64,
-                    help="queries per cell (batches of m; at least one batch)")
-    ap.add_argument("--filter-budget", type=float, default=20.0,
-                    help="skip the callback filter when its estimated seconds per cell exceed this")
+    ap.add_argument(
+        "--filter-queries",
+        type=int,
+        default=64,
+        help="queries per cell (batches of m; at least one batch)",
+    )
+    ap.add_argument(
+        "--filter-budget",
+        type=float,
+        default=20.0,
+        help="skip the callback filter when its estimated seconds per cell exceed this",
+    )
     args = ap.parse_args()
     if args.build:
         run_build(args)

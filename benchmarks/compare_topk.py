@@ -111,7 +111,9 @@ def numpy_topk(queries: np.ndarray, corpus: np.ndarray, k: int) -> np.ndarray:
 
 def agree(ids: np.ndarray, ref: np.ndarray) -> float:
     k = ref.shape[1]
-    shares = [len(set(a[:k].tolist()) & set(b.tolist())) / k for a, b in zip(ids, ref)]
+    shares = [
+        len(set(a[:k].tolist()) & set(b.tolist())) / k for a, b in zip(ids, ref, strict=False)
+    ]
     return float(np.mean(shares))
 
 
@@ -181,16 +183,31 @@ def main() -> None:
         reference = numpy_topk(q, corpus, k)
         limits: list[Config] = []
         for t in thread_counts:
-            limits.append(Config("read", f"Numba prange sum, {t} thr", t,
-                                 with_numba(t, lambda: _parallel_sum(big))))
-            limits.append(Config("sgemm", f"1024x384x16384, {t} BLAS thr", t,
-                                 with_blas(t, lambda: np.matmul(ga, gb, out=gc_))))
+            limits.append(
+                Config(
+                    "read",
+                    f"Numba prange sum, {t} thr",
+                    t,
+                    with_numba(t, lambda: _parallel_sum(big)),
+                )
+            )
+            limits.append(
+                Config(
+                    "sgemm",
+                    f"1024x384x16384, {t} BLAS thr",
+                    t,
+                    with_blas(t, lambda: np.matmul(ga, gb, out=gc_)),
+                )
+            )
         limits.append(Config("read1", "numpy sum, single stream", 1, lambda: big.sum()))
         systems: list[Config] = []
         for t in thread_counts:
             if not args.no_numpy:
-                systems.append(Config("numpy", f"{t} BLAS thr", t,
-                                      with_blas(t, lambda: numpy_topk(q, corpus, k))))
+                systems.append(
+                    Config(
+                        "numpy", f"{t} BLAS thr", t, with_blas(t, lambda: numpy_topk(q, corpus, k))
+                    )
+                )
         if index is not None:
             for t in thread_counts:
                 for thr in args.faiss_thresholds.split(","):
@@ -207,8 +224,14 @@ def main() -> None:
                     systems.append(Config("faiss", label, t, run_faiss))
         for t in thread_counts:
             path = "scan" if m < BLAS_MIN_BATCH else "blas"
-            systems.append(Config("fastrag", f"{t} thr ({path})", t,
-                                  lambda t=t: exact_topk(q, corpus, k, threads=t)[0]))
+            systems.append(
+                Config(
+                    "fastrag",
+                    f"{t} thr ({path})",
+                    t,
+                    lambda t=t: exact_topk(q, corpus, k, threads=t)[0],
+                )
+            )
         measure(limits + systems, args.repeat, args.max_seconds, args.pause)
         if index is not None:
             faiss.cvar.distance_compute_blas_threshold = default_threshold
@@ -219,9 +242,11 @@ def main() -> None:
         single = next(big.nbytes / c.seconds for c in limits if c.system == "read1")
         faiss_best = min((c.seconds for c in systems if c.system == "faiss"), default=float("nan"))
         print(
-            f"{m:>5}  limits: read " + ", ".join(f"{read[t] / 1e9:.1f}" for t in thread_counts)
+            f"{m:>5}  limits: read "
+            + ", ".join(f"{read[t] / 1e9:.1f}" for t in thread_counts)
             + f" GB/s (threads {args.threads}; numpy single stream {single / 1e9:.1f}); sgemm "
-            + ", ".join(f"{sgemm[t] / 1e9:.0f}" for t in thread_counts) + " GFLOP/s"
+            + ", ".join(f"{sgemm[t] / 1e9:.0f}" for t in thread_counts)
+            + " GFLOP/s"
         )
         for c in systems:
             sec = c.seconds

@@ -17,8 +17,8 @@ import time
 import numpy as np
 from fastrag.datasets.beir import evaluate, load_beir
 
-from fastrag import Chunker
 from fastrag.index.keyword import BM25Index
+from fastrag.text import Chunker
 from fastrag.text.tokenize import Tokenizer
 
 
@@ -53,16 +53,14 @@ def main() -> None:
         cjk=args.cjk,
     )
     t1 = time.perf_counter()
-    index = BM25Index.build(
-        chunks.text_data, chunks.text_offsets, tokenizer, k1=args.k1, b=args.b
-    )
+    index = BM25Index.build(chunks.text_data, chunks.text_offsets, tokenizer, k1=args.k1, b=args.b)
     t2 = time.perf_counter()
     questions = [q["text"] for q in ds.queries]
     rows, scores = index.search(questions, args.depth)
     t3 = time.perf_counter()
     chunk_doc = chunks.chunk_doc
     run: dict[str, list[str]] = {}
-    for q, r in zip(ds.queries, rows):
+    for q, r in zip(ds.queries, rows, strict=False):
         seen: dict[str, None] = {}
         for row in r[r >= 0].tolist():
             seen.setdefault(doc_ids[chunk_doc[row]], None)
@@ -78,10 +76,7 @@ def main() -> None:
         f"nDCG@10={result['ndcg@10']:.4f}  R@100={result['recall@100']:.4f}  "
         f"MRR@10={mrr:.4f}  ({result['queries']} queries)"
     )
-    print(
-        f"chunk {t1 - t0:.2f} s, index {t2 - t1:.2f} s, "
-        f"{len(questions)} queries {t3 - t2:.2f} s"
-    )
+    print(f"chunk {t1 - t0:.2f} s, index {t2 - t1:.2f} s, {len(questions)} queries {t3 - t2:.2f} s")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def doc_ranking(table, m: int) -> list[list[str]]:
     docs = table.column("doc_id").to_pylist()
     out: list[list[str]] = [[] for _ in range(m)]
     seen: list[set[str]] = [set() for _ in range(m)]
-    for qi, d in zip(q.tolist(), docs):
+    for qi, d in zip(q.tolist(), docs, strict=False):
         if d not in seen[qi]:
             seen[qi].add(d)
             out[qi].append(d)
@@ -33,8 +33,12 @@ def doc_ranking(table, m: int) -> list[list[str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)")
-    ap.add_argument("--caps", default="256,384,512,1024,2048,0", help="max_features values, 0 = no cap")
+    ap.add_argument(
+        "--data", required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)"
+    )
+    ap.add_argument(
+        "--caps", default="256,384,512,1024,2048,0", help="max_features values, 0 = no cap"
+    )
     ap.add_argument("--chunks", type=int, default=300, help="chunks retrieved per question")
     ap.add_argument("--no-lowercase", action="store_true")
     args = ap.parse_args()
@@ -44,7 +48,9 @@ def main() -> None:
     questions = [q["text"] for q in ds.queries]
     qids = [q["_id"] for q in ds.queries]
     print(f"{args.data}: {len(questions)} questions")
-    print(f"{'cap':>6} {'dim':>6} {'chunks':>8} {'nDCG@10':>8} {'R@100':>7} {'MB vectors':>11} {'q/s batch':>10}")
+    print(
+        f"{'cap':>6} {'dim':>6} {'chunks':>8} {'nDCG@10':>8} {'R@100':>7} {'MB vectors':>11} {'q/s batch':>10}"
+    )
     for cap in [int(c) for c in args.caps.split(",")]:
         emb = VocabularyEmbedder(None if cap == 0 else cap, lowercase=not args.no_lowercase)
         kb = KnowledgeBase.build(ds.documents(), embedder=emb)
@@ -53,7 +59,7 @@ def main() -> None:
         table = kb.retrieve_batch(questions, k=args.chunks)
         secs = time.perf_counter() - t
         ranking = doc_ranking(table, len(questions))
-        scores = evaluate(dict(zip(qids, ranking)), ds.qrels)
+        scores = evaluate(dict(zip(qids, ranking, strict=False)), ds.qrels)
         s = kb.stats()
         label = "none" if cap == 0 else str(cap)
         print(

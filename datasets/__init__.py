@@ -1,5 +1,7 @@
-"""Data that ships with fastrag: the demo knowledge base, seeded synthetic corpora
-for benchmarks, and loaders for evaluation sets read from a user-given path.
+"""Data that ships with fastrag: the demo knowledge base, synthetic corpora, evaluation loaders.
+
+The seeded synthetic corpora are for benchmarks; the loaders read evaluation
+sets from a user-given path.
 
 Installed as ``fastrag.datasets`` (the top-level ``datasets/`` folder of the
 repository is mapped into the package by ``pyproject.toml``).

@@ -15,7 +15,7 @@ Quick start::
 from __future__ import annotations
 
 try:
-    from ._native import KERNEL_ABI
+    from . import _native  # noqa: F401 (the kernels must be installed)
 except ModuleNotFoundError as _exc:  # pragma: no cover - a packaging mistake, not a runtime path
     if _exc.name != f"{__name__}._native":
         raise
@@ -25,106 +25,55 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - a packaging mistake, n
         "installed copy. Install it (pip install . or pip install -e .) or run from another "
         "directory."
     ) from _exc
+from ._version import __version__
 from .answer.chat import OpenAIChatGenerator
 from .answer.fallback import FallbackChain, Level
 from .answer.generate import ExtractiveGenerator, Generator
-from .answer.pipeline import AnswerOptions
-from .answer.redact import Redactor
-from .config import ClientConfig
+from .answer.options import AnswerOptions
+from .answer.pipeline import AnswerEvent
 from .embed.base import Embedder
 from .embed.openai import OpenAIEmbedder
 from .embed.vocabulary import VocabularyEmbedder
-from .errors import (
-    AuthenticationError,
-    ConfigError,
-    DocumentError,
-    DocumentNotFoundError,
-    DuplicateDocumentError,
-    EmbedderError,
-    EmbedderMismatchError,
-    EmbeddingResponseError,
-    FastragError,
-    GenerationError,
-    ModelError,
-    ModelResponseError,
-    ModelTimeoutError,
-    NotFittedError,
-    RateLimitError,
-    RetryExhaustedError,
-    SearchIndexError,
-    StageTimeoutError,
-    StoreCorruptedError,
-    StoreError,
-    StoreNotFoundError,
-    StoreVersionError,
-    StructuredOutputError,
-)
+from .errors import FastragError
 from .index.hnsw import HnswConfig
 from .kb import BuildProgress, KnowledgeBase
 from .retrieve.filters import Principal
-from .retrieve.options import RetrievalConfig
+from .retrieve.options import RetrievalConfig, RetrievalOptions
 from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
-from .store.snapshots import SnapshotInfo
-from .text.chunking import Chunker
-from .text.tokenize import Tokenizer
+from .store.loaders import load_documents
+from .text.pii import Redactor
 from .types import Answer, Document, Generation, Hit
 from .warmup import warmup
 
-__version__ = "0.1.0"
-
 __all__ = [
     "Answer",
+    "AnswerEvent",
     "AnswerOptions",
-    "AuthenticationError",
     "BuildProgress",
-    "Chunker",
-    "ClientConfig",
-    "ConfigError",
     "Document",
-    "DocumentError",
-    "DocumentNotFoundError",
-    "DuplicateDocumentError",
     "Embedder",
-    "EmbedderError",
-    "EmbedderMismatchError",
-    "EmbeddingResponseError",
     "ExtractiveGenerator",
     "FallbackChain",
     "FastragError",
     "Generation",
-    "GenerationError",
     "Generator",
     "Hit",
     "HnswConfig",
-    "KERNEL_ABI",
     "KnowledgeBase",
     "LLMReranker",
     "LLMRewriter",
     "Level",
-    "ModelError",
-    "ModelResponseError",
-    "ModelTimeoutError",
-    "NotFittedError",
     "OpenAIChatGenerator",
     "OpenAIEmbedder",
     "Principal",
     "QueryRewriter",
-    "RateLimitError",
     "Redactor",
     "RetrievalConfig",
-    "RetryExhaustedError",
+    "RetrievalOptions",
     "RewrittenQuery",
-    "SearchIndexError",
-    "SnapshotInfo",
-    "StageTimeoutError",
-    "StoreCorruptedError",
-    "StoreError",
-    "StoreNotFoundError",
-    "StoreVersionError",
-    "StructuredOutputError",
-    "Tokenizer",
     "VocabularyEmbedder",
     "__version__",
+    "load_documents",
     "warmup",
 ]

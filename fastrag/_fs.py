@@ -10,10 +10,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import StoreError
+from .errors import StoreCorruptedError, StoreError
 
 __all__ = [
     "HashingFile",
+    "check_recorded",
     "atomic_write_bytes",
     "file_lock",
     "fsync_dir",
@@ -131,3 +132,34 @@ def file_lock(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def check_recorded(path: Path, info: dict[str, object], verify: bool) -> None:
+    """Check a file against what a manifest recorded of it: its size, and with ``verify`` its hash.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    info : dict
+        ``{"bytes": size, "sha256": hex}`` as written.
+    verify : bool
+        Also compare the SHA-256 (reads the whole file).
+
+    Raises
+    ------
+    StoreCorruptedError
+        Naming the file: missing, of another size, or of another content.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError as exc:
+        raise StoreCorruptedError(f"{path}: file is missing") from exc
+    except OSError as exc:
+        raise StoreCorruptedError(f"{path}: cannot be read: {exc}") from exc
+    if size != info.get("bytes"):
+        raise StoreCorruptedError(
+            f"{path}: {size} bytes on disk, {info.get('bytes')} recorded: truncated or overwritten"
+        )
+    if verify and sha256_file(path) != info.get("sha256"):
+        raise StoreCorruptedError(f"{path}: SHA-256 checksum mismatch: the file is corrupt")

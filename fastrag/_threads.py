@@ -14,15 +14,21 @@ concurrent callers are serialised rather than crashed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import numba
 import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["PARALLEL_MIN_WORK", "max_threads", "resolve_threads", "threading_layer", "threads"]
+__all__ = [
+    "PARALLEL_MIN_WORK",
+    "current_threads",
+    "max_threads",
+    "resolve_threads",
+    "threading_layer",
+    "threads",
+]
 
 _layer_lock = threading.Lock()
 _layer: str | None = None
@@ -75,7 +81,7 @@ def resolve_threads(n: int | None) -> int:
         A thread count in ``[1, max_threads()]``.
     """
     if n is None:
-        return int(numba.get_num_threads())
+        return current_threads()
     if isinstance(n, bool) or not isinstance(n, int):
         raise ConfigError(f"threads must be a positive int or None, got {n!r}")
     if not 1 <= n <= max_threads():
@@ -96,8 +102,23 @@ thread anyway, so they do not risk it.
 """
 
 
-@contextmanager
-def threads(n: int | None, *, work: int | None = None) -> Iterator[int]:
+_local = threading.local()
+
+
+def current_threads() -> int:
+    """The Numba thread count of the calling thread (read from Numba once, then tracked).
+
+    Numba's own ``get_num_threads`` takes a process-wide lock on every call;
+    fastrag is the one changing the setting inside its calls, so it keeps
+    the value per thread instead.
+    """
+    n = getattr(_local, "n", None)
+    if n is None:
+        n = _local.n = int(numba.get_num_threads())
+    return n
+
+
+class threads:  # noqa: N801 - used as a context manager, like a function
     """Run the body with ``n`` Numba threads in this Python thread, then restore.
 
     Parameters
@@ -108,22 +129,41 @@ def threads(n: int | None, *, work: int | None = None) -> Iterator[int]:
     work : int, optional
         Size of the work inside the block (about bytes touched).
 
-    Yields
-    ------
-    int
-        The thread count in force inside the block.
+    Notes
+    -----
+    ``with threads(n) as count:`` yields the thread count in force inside
+    the block. The previous count is restored on exit, also on an
+    exception. A class rather than a generator: it runs several times per
+    retrieval.
     """
-    if n is None and work is not None and work < PARALLEL_MIN_WORK:
-        n = 1
-    count = resolve_threads(n)
-    guard = _workqueue_lock if threading_layer() == "workqueue" else nullcontext()
-    with guard:
-        previous = int(numba.get_num_threads())
-        if count == previous:
-            yield count
-            return
-        numba.set_num_threads(count)
+
+    __slots__ = ("count", "guard", "previous")
+
+    def __init__(self, n: int | None, *, work: int | None = None) -> None:
+        if n is None and work is not None and work < PARALLEL_MIN_WORK:
+            n = 1
+        self.count = resolve_threads(n)
+        self.previous = self.count
+        self.guard: Any = None
+
+    def __enter__(self) -> int:
+        layer = _layer if _layer is not None else threading_layer()
+        if layer == "workqueue":
+            self.guard = _workqueue_lock
+            _workqueue_lock.acquire()
+        previous = current_threads()
+        if previous != self.count:
+            numba.set_num_threads(self.count)
+            _local.n = self.count
+        self.previous = previous
+        return self.count
+
+    def __exit__(self, *exc: object) -> None:
         try:
-            yield count
+            if self.previous != self.count:
+                numba.set_num_threads(self.previous)
+                _local.n = self.previous
         finally:
-            numba.set_num_threads(previous)
+            if self.guard is not None:
+                self.guard.release()
+                self.guard = None

@@ -21,11 +21,13 @@ from . import __version__
 from .batch.files import BatchProgress, answer_file
 from .datasets import demo_documents
 from .embed.vocabulary import DEFAULT_MAX_FEATURES, VocabularyEmbedder
-from .errors import FastragError
+from .errors import ConfigError, FastragError
 from .kb import BuildProgress, KnowledgeBase
-from .store.sources import iter_documents, read_questions
+from .store.loaders import load_documents
+from .store.report import SourceReport
+from .store.sources import read_questions
 from .types import Answer, Hit
-from .warmup import warmup
+from .warmup import compile_kernels, warmup
 
 DEMO_QUESTIONS = (
     "年假怎么申请？",
@@ -94,10 +96,19 @@ def _snippet(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _where(hit: Hit) -> str:
+    """`` · title · p. 3 · Guide > Install``: what a citation shows besides the chunk id."""
+    parts = [hit.title] if hit.title else []
+    if hit.metadata.get("page") is not None:
+        parts.append(f"p. {hit.metadata['page']}")
+    if hit.metadata.get("section"):
+        parts.append(str(hit.metadata["section"]))
+    return "".join(f" · {p}" for p in parts)
+
+
 def _print_hits(hits: Sequence[Hit]) -> None:
     for rank, h in enumerate(hits, 1):
-        title = f" · {h.title}" if h.title else ""
-        print(f"  [{rank}] {h.score:.3f}  {h.doc_id}#{h.ord}{title}")
+        print(f"  [{rank}] {h.score:.3f}  {h.doc_id}#{h.ord}{_where(h)}")
         print(f"      {_snippet(h.text, 100)}")
 
 
@@ -107,26 +118,85 @@ def _print_answer(ans: Answer) -> None:
     print(f"retrieved {len(ans.hits)} chunks: {previews}")
     print(f"A: {ans.text}")
     for marker, hit in sorted(ans.citations.items()):
-        title = f" · {hit.title}" if hit.title else ""
-        print(f"  [{marker}] {hit.doc_id}#{hit.ord}{title}")
+        print(f"  [{marker}] {hit.doc_id}#{hit.ord}{_where(hit)}")
+
+
+def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
+    """``fastrag index`` into an existing knowledge base: add, replace, delete what changed."""
+    from .store.loaders import resolve_sources
+
+    t0 = time.perf_counter()
+    kb = KnowledgeBase.load(args.kb)
+    stats = kb.stats()
+    for name, have in (("window", stats["window"]), ("overlap", stats["overlap"]),
+                       ("chunking", stats["chunking"])):  # fmt: skip
+        wanted = getattr(args, name)
+        if wanted is not None and wanted != have:
+            raise ConfigError(
+                f"{args.kb} was built with {name} {have!r}, not {wanted!r}; rebuild it with "
+                "--overwrite to change the chunking"
+            )
+    if args.embedder is not None or args.max_features is not None:
+        raise ConfigError(
+            f"{args.kb} keeps the embedder it was built with; rebuild it with --overwrite to "
+            "change --embedder or --max-features"
+        )
+    if args.index in ("exact", "hnsw") and args.index != stats["index"]:
+        kb.set_index(args.index, threads=args.threads)
+    sources = list(resolve_sources(args.paths, query=args.query, since=args.since, on_error=failures))
+    print(f"syncing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
+    plan = kb.sync(
+        sources, delete_missing=args.since is None, on_error=None if args.strict else failures,
+        threads=args.threads,
+    )  # fmt: skip
+    changed = plan.changed or kb.stats()["unsaved_changes"]
+    marks = (("added", "+"), ("replaced", "~"), ("deleted", "-"))
+    for change in plan.origins.values():
+        if change.failed is not None:
+            print(f"  ! {change.origin}: kept the stored version ({change.failed})")
+            continue
+        if change.changed:
+            parts = ", ".join(f"{getattr(change, n)} {n}" for n, _ in marks if getattr(change, n))
+            kinds = [m for n, m in marks if getattr(change, n)]
+            mark = kinds[0] if len(kinds) == 1 else "~"
+            print(f"  {mark} {change.origin} ({parts})")
+    sid = kb.save(args.kb) if changed else kb.stats()["snapshot"]
+    s = kb.stats()
+    print(
+        f"synced: {plan.summary()}; {s['documents']:,} documents, {s['chunks']:,} chunks in "
+        f"{time.perf_counter() - t0:.1f} s (snapshot {sid})"
+    )
+    if failures.count:
+        print(f"fastrag: error: {failures.count} file(s) could not be read", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     failures = _Failures()
+    if not args.overwrite and (Path(args.kb) / "manifest.json").is_file():
+        return _sync_index(args, failures)
+    # --strict: the first problem raises (naming its file and line) before anything is written.
+    report = None
+    if not args.strict:
+        report = SourceReport(lambda issue: print(f"fastrag: {issue}", file=sys.stderr))
     if args.embedder == "openai":
         from .embed.openai import OpenAIEmbedder
 
         embedder: Any = OpenAIEmbedder()
     else:
-        embedder = VocabularyEmbedder(None if args.max_features == 0 else args.max_features)
+        features = DEFAULT_MAX_FEATURES if args.max_features is None else args.max_features
+        embedder = VocabularyEmbedder(None if features == 0 else features)
     print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     t0 = time.perf_counter()
+    docs = load_documents(args.paths, query=args.query, since=args.since, report=report)
     kb = KnowledgeBase.build(
-        iter_documents(args.paths, on_error=failures),
-        window=args.window,
-        overlap=args.overlap,
+        docs,
+        window=200 if args.window is None else args.window,
+        overlap=40 if args.overlap is None else args.overlap,
+        chunking=args.chunking or "windows",
         embedder=embedder,
-        index=args.index,
+        index=args.index or "exact",
         threads=args.threads,
         progress=_build_progress(sys.stderr),
     )
@@ -136,8 +206,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"indexed {s['documents']:,} documents, {s['chunks']:,} chunks (dim {s['dim']}) in "
         f"{time.perf_counter() - t0:.1f} s into {args.kb} (snapshot {sid})"
     )
-    if failures.count:
-        print(f"fastrag: error: {failures.count} file(s) could not be read", file=sys.stderr)
+    if report is not None and report.issues:
+        for result in report.with_issues():
+            print(f"fastrag: {result.describe('indexed')}", file=sys.stderr)
+        print(
+            f"fastrag: error: {len(report.issues):,} problem(s) in "
+            f"{sum(1 for _ in report.with_issues()):,} file(s); the other documents were indexed "
+            "(--strict stops at the first problem instead)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -237,8 +314,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .batch.evaluation import evaluate_beir
 
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
-    print(f"indexing {args.dataset} ({args.window}/{args.overlap} windows) ...", file=sys.stderr)
-    reports = evaluate_beir(args.dataset, modes=modes, window=args.window, overlap=args.overlap)
+    print(f"indexing {args.dataset} ({args.window}/{args.overlap} {args.chunking}) ...", file=sys.stderr)
+    reports = evaluate_beir(
+        args.dataset, modes=modes, window=args.window, overlap=args.overlap,
+        build_options={"chunking": args.chunking},
+    )  # fmt: skip
     if args.json:
         for r in reports:
             sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")
@@ -286,7 +366,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    warm = warmup()
+    warm = compile_kernels()
     kb = KnowledgeBase.build(demo_documents())
     with tempfile.TemporaryDirectory(prefix="fastrag-demo-") as tmp:
         target = Path(args.kb) if args.kb else Path(tmp) / "kb"
@@ -379,24 +459,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question", nargs="*", help="questions to ask instead of the built-in ones")
     p.set_defaults(func=cmd_demo)
 
-    p = add("index", "index files and folders (.txt .md .jsonl .csv) into a knowledge base")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
-    p.add_argument("--kb", required=True, help="knowledge-base folder to write")
-    p.add_argument("--window", type=int, default=200, help="chunk size in characters (200)")
-    p.add_argument("--overlap", type=int, default=40, help="chunk overlap in characters (40)")
+    p = add(
+        "index",
+        "index files, folders (.txt .md .jsonl .csv .pdf .html .docx) and database rows into a "
+        "knowledge base; on an existing one, add, replace and delete only what changed",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="files or folders (recursive), or a database URL (sqlite:///repairs.db) "
+                   "with --query")
+    p.add_argument("--kb", required=True, help="knowledge-base folder to write or sync")
+    p.add_argument("--window", type=int, default=None, help="chunk size in characters (200)")
+    p.add_argument("--overlap", type=int, default=None, help="chunk overlap in characters (40)")
+    p.add_argument("--chunking", choices=("windows", "structure"), default=None,
+                   help="windows (default) or structure: whole headings, paragraphs, list items "
+                   "and table rows packed up to the window, each chunk with its heading path")
+    p.add_argument("--query", default=None,
+                   help="for a database URL: SELECT with id and text columns (others: metadata)")
+    p.add_argument("--since", nargs="?", const="last", default=None, metavar="TIME",
+                   help="for a database URL: only rows whose updated_at is newer than TIME "
+                   "(default: the newest already indexed from it); adds and replaces, deletes nothing")
     p.add_argument(
         "--max-features",
         type=int,
-        default=DEFAULT_MAX_FEATURES,
+        default=None,
         help=f"vocabulary cap of the embedder, 0 = none ({DEFAULT_MAX_FEATURES})",
     )
-    p.add_argument("--index", choices=("exact", "hnsw", "auto"), default="exact",
+    p.add_argument("--index", choices=("exact", "hnsw", "auto"), default=None,
                    help="vector index (default exact; auto: HNSW for large corpora when its recall holds)")
-    p.add_argument("--embedder", choices=("vocabulary", "openai"), default="vocabulary",
+    p.add_argument("--embedder", choices=("vocabulary", "openai"), default=None,
                    help="vocabulary (offline, default) or openai (FASTRAG_BASE_URL / FASTRAG_API_KEY / "
                    "FASTRAG_EMBED_MODEL)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
-    p.add_argument("--overwrite", action="store_true", help="replace a different knowledge base")
+    p.add_argument("--overwrite", action="store_true",
+                   help="build from scratch, replacing the knowledge base at --kb")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad file, line or repeated id, before writing anything "
+                   "(default: report it, skip it and index the rest)")
     p.set_defaults(func=cmd_index)
 
     p = add("ask", "answer one question, citing the chunks it stands on")
@@ -450,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="vector,keyword,hybrid", help="comma-separated modes")
     p.add_argument("--window", type=int, default=200, help="chunk size in characters (200)")
     p.add_argument("--overlap", type=int, default=40, help="chunk overlap in characters (40)")
+    p.add_argument("--chunking", choices=("windows", "structure"), default="windows",
+                   help="chunking mode (default windows)")
     p.add_argument("--json", action="store_true", help="print one JSON object per mode")
     p.set_defaults(func=cmd_eval)
 

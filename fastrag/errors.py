@@ -12,8 +12,10 @@ cross into fastrag, with the original chained as ``__cause__``.
     FastragError
     ├── ConfigError (ValueError)             bad parameter: window, k, threads, ...
     ├── DocumentError (ValueError)           a document is malformed
-    │   └── DuplicateDocumentError           an id seen twice, or already stored
+    │   ├── DuplicateDocumentError           an id seen twice, or already stored
+    │   └── SourceError                      a file, page or database query cannot be read
     ├── DocumentNotFoundError (KeyError)     delete() of an id that is not stored
+    ├── MissingDependencyError (ImportError) an optional extra is not installed
     ├── EmbedderError                        an embedder failed or gave bad vectors
     │   ├── EmbedderMismatchError (ValueError)  query embedder differs from the index's
     │   └── NotFittedError                   VocabularyEmbedder used before fit()
@@ -47,6 +49,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingResponseError",
     "FastragError",
+    "MissingDependencyError",
     "GenerationError",
     "ModelError",
     "ModelResponseError",
@@ -56,6 +59,7 @@ __all__ = [
     "RequestError",
     "RetryExhaustedError",
     "SearchIndexError",
+    "SourceError",
     "StageTimeoutError",
     "StoreCorruptedError",
     "StoreError",
@@ -79,6 +83,18 @@ class DocumentError(FastragError, ValueError):
 
 class DuplicateDocumentError(DocumentError):
     """A document id appears twice in one call, or is already in the knowledge base."""
+
+
+class SourceError(DocumentError):
+    """A source of documents (a file, a page, a database query) cannot be read or parsed.
+
+    The message names the source and the reason: an encrypted or corrupt
+    PDF, a PDF without a text layer, a query that fails or lacks a column.
+    """
+
+
+class MissingDependencyError(FastragError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
 
 
 class DocumentNotFoundError(FastragError, KeyError):

@@ -116,6 +116,8 @@ class Generation:
         Name of the model that wrote the text, if any.
     usage : dict
         Token counts and similar accounting reported by the model server.
+    data : object
+        The parsed JSON of a structured (``schema=``) answer, else None.
     """
 
     text: str
@@ -124,6 +126,7 @@ class Generation:
     prompt: str | None = None
     model: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
+    data: Any = None
 
 
 @dataclass(frozen=True, slots=True)

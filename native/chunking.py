@@ -615,8 +615,6 @@ def chunk_utf8(
     return chunk_doc, chunk_ord, chunk_start, chunk_end, text_offsets, text_data
 
 
-
-
 def warmup() -> None:
     """Compile the kernels' one signature (read-only data and offsets), or load it from cache.
 

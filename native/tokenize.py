@@ -80,8 +80,6 @@ KIND_CJK = 2
 """``kinds`` value of a CJK token (``1`` is a word)."""
 
 
-
-
 @kernel(inline="always")
 def _fnv_byte(h, b):  # pragma: no cover - inlined
     """One FNV-1a step: ``(h ^ b) * prime`` modulo 2**64."""
@@ -213,8 +211,17 @@ def _tokenize_text(
                 if state != 1:
                     if state == 2 and run == 1 and not uni:
                         o = _emit(
-                            prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind,
-                            o, spans,
+                            prev,
+                            prev_start,
+                            p,
+                            2,
+                            stop,
+                            out_hash,
+                            out_start,
+                            out_end,
+                            out_kind,
+                            o,
+                            spans,
                         )
                     state = 1
                     h = offset
@@ -272,21 +279,53 @@ def _count_pass(data, offsets, classes, fold, stop, cjk_mode, counts):
     empty_k = np.empty(0, dtype=np.uint8)
     for i in prange(offsets.size - 1):
         counts[i] = _tokenize_text(
-            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
-            empty_h, empty_i, empty_i, empty_k, 0, False,
+            data,
+            offsets[i],
+            offsets[i + 1],
+            classes,
+            fold,
+            stop,
+            cjk_mode,
+            empty_h,
+            empty_i,
+            empty_i,
+            empty_k,
+            0,
+            False,
         )
 
 
 @parallel_kernel
 def _fill_pass(
-    data, offsets, classes, fold, stop, cjk_mode, tok_offsets, out_hash, out_start, out_end,
-    out_kind, spans,
+    data,
+    offsets,
+    classes,
+    fold,
+    stop,
+    cjk_mode,
+    tok_offsets,
+    out_hash,
+    out_start,
+    out_end,
+    out_kind,
+    spans,
 ):
     """Pass 2, parallel over texts: write the tokens of text ``i`` from ``tok_offsets[i]``."""
     for i in prange(offsets.size - 1):
         _tokenize_text(
-            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
-            out_hash, out_start, out_end, out_kind, tok_offsets[i], spans,
+            data,
+            offsets[i],
+            offsets[i + 1],
+            classes,
+            fold,
+            stop,
+            cjk_mode,
+            out_hash,
+            out_start,
+            out_end,
+            out_kind,
+            tok_offsets[i],
+            spans,
         )
 
 
@@ -310,8 +349,19 @@ def _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans):
     tok_offsets = np.zeros(n + 1, dtype=np.int64)
     for i in range(n):
         c = _tokenize_text(
-            data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
-            empty_h, empty_i, empty_i, empty_k, 0, False,
+            data,
+            offsets[i],
+            offsets[i + 1],
+            classes,
+            fold,
+            stop,
+            cjk_mode,
+            empty_h,
+            empty_i,
+            empty_i,
+            empty_k,
+            0,
+            False,
         )
         tok_offsets[i + 1] = tok_offsets[i] + c
     total = tok_offsets[n]
@@ -323,8 +373,19 @@ def _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans):
     if total:
         for i in range(n):
             _tokenize_text(
-                data, offsets[i], offsets[i + 1], classes, fold, stop, cjk_mode,
-                hashes, starts, ends, kinds, tok_offsets[i], spans,
+                data,
+                offsets[i],
+                offsets[i + 1],
+                classes,
+                fold,
+                stop,
+                cjk_mode,
+                hashes,
+                starts,
+                ends,
+                kinds,
+                tok_offsets[i],
+                spans,
             )
     return hashes, tok_offsets, starts, ends, kinds
 
@@ -407,8 +468,10 @@ def distinct_hashes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @kernel
 def _distinct_words_pass(hashes, kinds):
-    """Distinct hashes of the word tokens (``kinds == 1``): first-seen order, first positions,
-    and the distinct index of every token (-1 for a CJK token).
+    """Distinct hashes of the word tokens (``kinds == 1``), in first-seen order.
+
+    Also their first positions, and the distinct index of every token (-1 for
+    a CJK token).
     """
     n = hashes.size
     inverse = np.full(n, -1, dtype=np.int64)
@@ -590,8 +653,18 @@ def tokenize_utf8(
         kinds = np.empty(m, dtype=np.uint8)
         if total:
             _fill_pass(
-                data, offsets, classes, fold, stop, cjk_mode, tok_offsets, hashes, starts, ends,
-                kinds, spans,
+                data,
+                offsets,
+                classes,
+                fold,
+                stop,
+                cjk_mode,
+                tok_offsets,
+                hashes,
+                starts,
+                ends,
+                kinds,
+                spans,
             )
     return hashes, tok_offsets, starts, ends, kinds
 

@@ -485,23 +485,67 @@ def scan_topk(
                         s33 += v3 * u3
                     if max(max(s00, s10), max(s20, s30)) > out_scores[q, base]:
                         _push4(
-                            out_ids, out_scores, q, base, k,
-                            s00, s10, s20, s30, i, real, mask, has_mask,
+                            out_ids,
+                            out_scores,
+                            q,
+                            base,
+                            k,
+                            s00,
+                            s10,
+                            s20,
+                            s30,
+                            i,
+                            real,
+                            mask,
+                            has_mask,
                         )
                     if max(max(s01, s11), max(s21, s31)) > out_scores[q + 1, base]:
                         _push4(
-                            out_ids, out_scores, q + 1, base, k,
-                            s01, s11, s21, s31, i, real, mask, has_mask,
+                            out_ids,
+                            out_scores,
+                            q + 1,
+                            base,
+                            k,
+                            s01,
+                            s11,
+                            s21,
+                            s31,
+                            i,
+                            real,
+                            mask,
+                            has_mask,
                         )
                     if max(max(s02, s12), max(s22, s32)) > out_scores[q + 2, base]:
                         _push4(
-                            out_ids, out_scores, q + 2, base, k,
-                            s02, s12, s22, s32, i, real, mask, has_mask,
+                            out_ids,
+                            out_scores,
+                            q + 2,
+                            base,
+                            k,
+                            s02,
+                            s12,
+                            s22,
+                            s32,
+                            i,
+                            real,
+                            mask,
+                            has_mask,
                         )
                     if max(max(s03, s13), max(s23, s33)) > out_scores[q + 3, base]:
                         _push4(
-                            out_ids, out_scores, q + 3, base, k,
-                            s03, s13, s23, s33, i, real, mask, has_mask,
+                            out_ids,
+                            out_scores,
+                            q + 3,
+                            base,
+                            k,
+                            s03,
+                            s13,
+                            s23,
+                            s33,
+                            i,
+                            real,
+                            mask,
+                            has_mask,
                         )
                 for q in range(m4, m):
                     w0 = queries[q]
@@ -517,8 +561,19 @@ def scan_topk(
                         s30 += x3[j] * u0
                     if max(max(s00, s10), max(s20, s30)) > out_scores[q, base]:
                         _push4(
-                            out_ids, out_scores, q, base, k,
-                            s00, s10, s20, s30, i, real, mask, has_mask,
+                            out_ids,
+                            out_scores,
+                            q,
+                            base,
+                            k,
+                            s00,
+                            s10,
+                            s20,
+                            s30,
+                            i,
+                            real,
+                            mask,
+                            has_mask,
                         )
 
 

@@ -18,17 +18,21 @@ import sys
 
 import numba
 
-from . import bm25, chunking, embedding, fusion, tokenize, topk
+from . import bm25, chunking, embedding, fusion, structure, tokenize, topk
 from ._jit import CACHE
 
 __all__ = ["compile_all"]
 
 # Kernel modules compiled by the helper process on a cold cache (measured
 # cold, one process, loaded machine: tokenize 20 s, bm25 19 s; embedding 2,
-# topk 10, fusion 13, chunking 15), and kernels compiled last by each, whose
-# cache indexes tell whether the child's share is cached already.
-_CHILD_MODULES = ("tokenize", "bm25")
-_CHILD_PROBES = (tokenize._replace_words_pass, bm25._search_serial, bm25._search_parallel)
+# topk 10, fusion 13, chunking 15; structure 23 after chunking, with which
+# it shares helpers), and kernels compiled last by each, whose cache indexes
+# tell whether the child's share is cached already. The two shares are
+# about equal: child tokenize + bm25 + fusion, parent the rest.
+_CHILD_MODULES = ("tokenize", "bm25", "fusion")
+_CHILD_PROBES = (
+    tokenize._replace_words_pass, bm25._search_serial, bm25._search_parallel, fusion.rrf_fuse,
+)
 
 
 def _cached(dispatcher: object) -> bool:
@@ -67,9 +71,10 @@ def compile_all() -> None:
     child = _start_child()
     embedding.warmup()
     topk.warmup()
-    fusion.warmup()
     chunking.warmup()
+    structure.warmup()
     if child is not None:
         child.wait()  # success or not, the calls below compile what is missing
     tokenize.warmup()
     bm25.warmup()
+    fusion.warmup()

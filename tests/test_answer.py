@@ -8,16 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastrag
-from fastrag import (
-    Answer,
-    ConfigError,
-    ExtractiveGenerator,
-    Generation,
-    GenerationError,
-    Hit,
-    KnowledgeBase,
-)
-from fastrag.answer.generate import coverage, question_terms
+from fastrag import Answer, ExtractiveGenerator, Generation, Hit, KnowledgeBase
 from fastrag.answer.prompt import (
     NOT_FOUND_EN,
     NOT_FOUND_ZH,
@@ -25,6 +16,8 @@ from fastrag.answer.prompt import (
     build_messages,
     parse_citations,
 )
+from fastrag.errors import ConfigError, GenerationError
+from fastrag.text.terms import coverage, question_terms
 
 MARKER = re.compile(r"\s?\[\d+\]")
 
@@ -60,11 +53,15 @@ def test_extractive_answers_from_the_right_document(demo_kb, question, doc):
         assert any(sentence.strip() in h.text for h in ans.hits)
 
 
-@pytest.mark.parametrize("question", ["公司食堂几点开门？", "What time does the canteen open?", "火星上有几颗卫星？"])
+@pytest.mark.parametrize(
+    "question", ["公司食堂几点开门？", "What time does the canteen open?", "火星上有几颗卫星？"]
+)
 def test_extractive_says_not_found_in_the_question_language(demo_kb, question):
     ans = demo_kb.answer(question, k=5)
     assert not ans.found and not ans.citations
-    assert ans.text == (NOT_FOUND_ZH if any("\u4e00" <= c <= "\u9fff" for c in question) else NOT_FOUND_EN)
+    assert ans.text == (
+        NOT_FOUND_ZH if any("\u4e00" <= c <= "\u9fff" for c in question) else NOT_FOUND_EN
+    )
     assert 1 <= len(ans.hits) <= 5  # the hits it looked at (overlapping windows merged)
 
 
@@ -76,7 +73,8 @@ def test_low_scores_mean_not_found():
 
 
 TEXT = st.lists(
-    st.sampled_from(list("abc xyz年假申请提交。.!？ \n") + ["leave", " days", "Leave. "]), max_size=30
+    st.sampled_from(list("abc xyz年假申请提交。.!？ \n") + ["leave", " days", "Leave. "]),
+    max_size=30,
 ).map("".join)
 
 
@@ -90,7 +88,7 @@ def test_extractive_never_presents_text_not_in_the_hits(question, texts):
         return
     pieces = re.split(r"(\[\d+\])", out.text)
     # Every sentence is followed by the marker of a hit that contains it.
-    for sentence, marker in zip(pieces[0::2], pieces[1::2]):
+    for sentence, marker in zip(pieces[0::2], pieces[1::2], strict=False):
         n = int(marker[1:-1])
         assert 1 <= n <= len(hits)
         assert sentence.strip() in hits[n - 1].text
@@ -105,7 +103,7 @@ def test_brackets_inside_a_hit_are_not_citations():
 
 def test_question_terms_and_coverage():
     terms = question_terms("How many days do I have to submit an expense report?")
-    assert terms == ({"day", "submit", "expense", "report"}, set())
+    assert terms == ({"dai", "submit", "expens", "report"}, set())  # Porter stems, as BM25
     sentence = question_terms("Expense reports must be submitted within 15 days.")
     assert coverage(terms, sentence) == 1.0
     zh = question_terms("年假怎么申请？")
@@ -118,8 +116,19 @@ def test_answer_carries_hits_citations_prompt_timings(demo_kb):
     assert 1 <= len(ans.hits) <= 4  # context blocks: overlapping windows of a document merged
     for marker, hit in ans.citations.items():
         assert ans.hits[marker - 1] == hit
-    assert ans.prompt.startswith("【知识库】\n[1] ") and ans.prompt.endswith("【问题】\n年假怎么申请？")
-    assert {"rewrite", "retrieve", "context", "redact", "generate", "verify", "audit", "total"} <= set(ans.timings)
+    assert ans.prompt.startswith("【知识库】\n[1] ") and ans.prompt.endswith(
+        "【问题】\n年假怎么申请？"
+    )
+    assert {
+        "rewrite",
+        "retrieve",
+        "context",
+        "redact",
+        "generate",
+        "verify",
+        "audit",
+        "total",
+    } <= set(ans.timings)
     assert ans.timings["total"] >= ans.timings["retrieve"] >= 0
     assert ans.query is not None and ans.query.intent == "procedural"
     d = ans.to_dict()
@@ -127,15 +136,38 @@ def test_answer_carries_hits_citations_prompt_timings(demo_kb):
 
 
 def test_answer_batch_equals_answer_question_by_question(demo_kb):
-    questions = ["年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "", "密码多久更换一次？", "年假怎么申请？"]
+    questions = [
+        "年假怎么申请？",
+        "公司食堂几点开门？",
+        "设备丢失后多久内要报告？",
+        "",
+        "密码多久更换一次？",
+        "年假怎么申请？",
+    ]
     table = demo_kb.answer_batch(questions, k=4)
     assert table.column_names == [
-        "query_index", "question", "answer", "found", "chunk_ids", "scores", "citations",
-        "confidence", "faithfulness", "high_risk", "error",
+        "query_index",
+        "question",
+        "answer",
+        "found",
+        "chunk_ids",
+        "scores",
+        "citations",
+        "confidence",
+        "faithfulness",
+        "flagged",
+        "unsupported",
+        "warnings",
+        "conflicts",
+        "high_risk",
+        "pii",
+        "audit_digest",
+        "snapshot",
+        "error",
     ]
     rows = table.to_pylist()
     assert [r["query_index"] for r in rows] == list(range(len(questions)))
-    for q, row in zip(questions, rows):
+    for q, row in zip(questions, rows, strict=False):
         if not q:
             assert row["error"] and not row["found"] and row["answer"] is None
             continue
@@ -178,7 +210,9 @@ def test_prompt_builder():
     hits = [_hit("first text", i=0), _hit("second text", i=1)]
     messages = build_messages("Q?", hits)
     assert messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
-    assert messages[1]["content"] == "【知识库】\n[1] first text\n---\n[2] second text\n\n【问题】\nQ?"
+    assert (
+        messages[1]["content"] == "【知识库】\n[1] first text\n---\n[2] second text\n\n【问题】\nQ?"
+    )
     assert parse_citations("a [2] b [1] c [2] [7]", 2) == (2, 1)
 
 
@@ -200,7 +234,16 @@ def test_generate_all_threads_for_plain_callables_keep_order():
     items = [(f"q{i}", []) for i in range(10)]
     out = generate_all(gen, items, max_concurrency=4)
     assert [o.text if isinstance(o, Generation) else type(o).__name__ for o in out] == [
-        "Q0", "Q1", "Q2", "ValueError", "Q4", "Q5", "Q6", "Q7", "Q8", "Q9",
+        "Q0",
+        "Q1",
+        "Q2",
+        "ValueError",
+        "Q4",
+        "Q5",
+        "Q6",
+        "Q7",
+        "Q8",
+        "Q9",
     ]
     assert sorted(seen) == sorted(q for q, _ in items)
     with pytest.raises(ConfigError):
@@ -213,7 +256,14 @@ def test_generate_all_threads_for_plain_callables_keep_order():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("年假申请的了吗需要时候没有是个 ab报销天多少怎么,.?。Reports submitted 15 days")), max_size=60))
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("年假申请的了吗需要时候没有是个 ab报销天多少怎么,.?。Reports submitted 15 days")
+        ),
+        max_size=60,
+    )
+)
 def test_question_terms_equal_the_reference(text):
     from naive.terms import question_terms as reference
 

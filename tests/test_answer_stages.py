@@ -12,8 +12,9 @@ from fastrag.datasets import demo_documents
 from openai_server import CHAT, OpenAIServer
 
 import fastrag
-from fastrag import ClientConfig, KnowledgeBase, OpenAIChatGenerator
+from fastrag import KnowledgeBase, OpenAIChatGenerator
 from fastrag.answer.audit import verify_answer
+from fastrag.config import ClientConfig
 from fastrag.errors import ConfigError
 from fastrag.types import Generation
 
@@ -75,11 +76,15 @@ def test_prompt_sent_to_a_real_server_contains_no_pii(server):
 
 
 def test_redaction_can_be_turned_off_and_extended(server):
-    kb = KnowledgeBase.build([*demo_documents(), dict(PII_DOC, text=PII_DOC["text"] + " Ask E123456.")])
+    kb = KnowledgeBase.build(
+        [*demo_documents(), dict(PII_DOC, text=PII_DOC["text"] + " Ask E123456.")]
+    )
     kb.redactor = fastrag.Redactor(extra_pii_patterns={"EMPLOYEE_ID": r"\bE\d{6}\b"})
     with _gen(server) as gen:
         ans = kb.answer("Who handles expense reports at the finance desk?", k=2, generator=gen)
-        raw = kb.answer("Who handles expense reports at the finance desk?", k=2, generator=gen, redact=False)
+        raw = kb.answer(
+            "Who handles expense reports at the finance desk?", k=2, generator=gen, redact=False
+        )
     assert ans.pii.get("EMPLOYEE_ID") == 1 and "E123456" not in ans.prompt
     assert raw.pii == {} and "finance.desk@example.com" in raw.prompt
 
@@ -190,7 +195,9 @@ def test_token_budget_drops_whole_hits(demo_kb):
 
 def test_every_stage_is_timed_and_reported(demo_kb):
     seen: list[tuple[str, float, dict]] = []
-    ans = demo_kb.answer("年假怎么申请？", on_stage=lambda n, s, info: seen.append((n, s, dict(info))))
+    ans = demo_kb.answer(
+        "年假怎么申请？", on_stage=lambda n, s, info: seen.append((n, s, dict(info)))
+    )
     names = [n for n, _, _ in seen]
     for stage in ("context", "freshness", "conflicts", "redact", "verify", "audit"):
         assert stage in names and stage in ans.timings
@@ -234,7 +241,7 @@ def test_structured_answer_through_the_pipeline(server):
     with _gen(server) as gen:
         ans = kb.answer("How many days of annual leave?", k=3, generator=gen, schema=schema)
     assert ans.data == {"days": 15, "citations": [1]}
-    with pytest.raises(ConfigError, match="chat model"):
+    with pytest.raises(ConfigError, match="ExtractiveGenerator cannot answer in a JSON Schema"):
         kb.answer("How many days of annual leave?", schema=schema)
 
 
@@ -248,7 +255,9 @@ def test_unknown_or_bad_options_are_named(demo_kb):
 
 
 def test_fallback_chain_over_real_knowledge_bases():
-    empty_ish = KnowledgeBase.build([{"id": "x", "text": "Nothing about leave here, only parking."}])
+    empty_ish = KnowledgeBase.build(
+        [{"id": "x", "text": "Nothing about leave here, only parking."}]
+    )
     demo = KnowledgeBase.build(demo_documents())
     chain = fastrag.FallbackChain(
         [fastrag.Level(empty_ish, "small"), fastrag.Level(demo, "demo")], timeout=None,
@@ -267,7 +276,9 @@ def test_the_llm_judge_reads_redacted_text_only(server):
     )
 
     def quoting(question, hits):
-        return Generation(text="Write to finance.desk@example.com now. [1]", found=True, citations=(1,))
+        return Generation(
+            text="Write to finance.desk@example.com now. [1]", found=True, citations=(1,)
+        )
 
     with _gen(server) as chat:
         ans = kb.answer("Who handles expense reports at the finance desk?", k=2,
@@ -279,8 +290,14 @@ def test_the_llm_judge_reads_redacted_text_only(server):
 
 
 def test_an_llm_conflict_check_reads_redacted_hits(server):
-    a = {"id": "exp-a", "text": "Expense reports must be filed within 15 days. Contact a@corp.example."}
-    b = {"id": "exp-b", "text": "Expense reports must be filed within 10 days. Contact b@corp.example."}
+    a = {
+        "id": "exp-a",
+        "text": "Expense reports must be filed within 15 days. Contact a@corp.example.",
+    }
+    b = {
+        "id": "exp-b",
+        "text": "Expense reports must be filed within 10 days. Contact b@corp.example.",
+    }
     kb = KnowledgeBase.build([a, b])
     server.chat_answer = (
         '{"conflicts": [{"sources": [1, 2], "subject": "filing deadline", "unit": "day", '

@@ -6,12 +6,21 @@ import pyarrow.parquet as pq
 import pytest
 from fastrag.datasets import demo_documents
 
-from fastrag import KnowledgeBase, StoreError
+from fastrag import KnowledgeBase
 from fastrag.batch.files import answer_file
+from fastrag.errors import StoreError
 
 QUESTIONS = [
-    "年假怎么申请？", "公司食堂几点开门？", "设备丢失后多久内要报告？", "", "密码多久更换一次？",
-    "报销需要在多少天内提交？", "试用期多长时间？", "年假怎么申请？", "员工生日有什么福利？", "远程办公每周几天？",
+    "年假怎么申请？",
+    "公司食堂几点开门？",
+    "设备丢失后多久内要报告？",
+    "",
+    "密码多久更换一次？",
+    "报销需要在多少天内提交？",
+    "试用期多长时间？",
+    "年假怎么申请？",
+    "员工生日有什么福利？",
+    "远程办公每周几天？",
 ] * 3
 
 
@@ -23,13 +32,18 @@ def demo_kb() -> KnowledgeBase:
 @pytest.fixture
 def qfile(tmp_path):
     path = tmp_path / "questions.jsonl"
-    path.write_text("\n".join(json.dumps({"id": f"q{i}", "question": q}) for i, q in enumerate(QUESTIONS)))
+    path.write_text(
+        "\n".join(json.dumps({"id": f"q{i}", "question": q}) for i, q in enumerate(QUESTIONS))
+    )
     return path
 
 
 def _rows(path):
     if path.suffix == ".jsonl":
-        return sorted((json.loads(line) for line in path.read_text().splitlines()), key=lambda r: r["query_index"])
+        return sorted(
+            (json.loads(line) for line in path.read_text().splitlines()),
+            key=lambda r: r["query_index"],
+        )
     return pq.read_table(path).to_pylist()
 
 

@@ -390,7 +390,7 @@ def test_chunker_value_semantics() -> None:
     assert Chunker() == Chunker(200, 40)
     assert Chunker(10, 2) != Chunker(10, 3)
     assert hash(Chunker(10, 2)) == hash(Chunker(10, 2))
-    assert repr(Chunker(10, 2)) == "Chunker(window=10, overlap=2)"
+    assert repr(Chunker(10, 2)) == "Chunker(window=10, overlap=2, mode='windows')"
     c = Chunker(np.int64(10), np.int32(2))
     assert c == Chunker(10, 2) and type(c.window) is int
     with pytest.raises(AttributeError):

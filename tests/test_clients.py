@@ -237,7 +237,9 @@ def test_no_hits_means_no_request(
     assert openai_server.requests == []
 
 
-@pytest.mark.parametrize("answer", [NOT_FOUND_EN, NOT_FOUND_ZH, "知识库中没有找到相关信息。", "", "  "])
+@pytest.mark.parametrize(
+    "answer", [NOT_FOUND_EN, NOT_FOUND_ZH, "知识库中没有找到相关信息。", "", "  "]
+)
 def test_model_saying_not_found(openai_server: OpenAIServer, answer: str) -> None:
     openai_server.chat_answer = answer
     with chat_gen(openai_server) as gen:
@@ -321,7 +323,9 @@ def test_embeddings_batched_ordered_normalised(openai_server: OpenAIServer) -> N
     reqs = openai_server.requests_to(EMBED)
     assert len(reqs) == 3
     assert sorted(tuple(r.body["input"]) for r in reqs) == [
-        ("alpha", "beta"), ("epsilon",), ("gamma delta", "年假申请")
+        ("alpha", "beta"),
+        ("epsilon",),
+        ("gamma delta", "年假申请"),
     ]
     assert all(r.body["model"] == "test-embed" for r in reqs)
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in reqs)
@@ -330,7 +334,10 @@ def test_embeddings_batched_ordered_normalised(openai_server: OpenAIServer) -> N
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(vectors, expected, rtol=1e-6)
     assert cfg == {
-        "type": "openai", "model": "test-embed", "dim": 8, "base_url": openai_server.base_url
+        "type": "openai",
+        "model": "test-embed",
+        "dim": 8,
+        "base_url": openai_server.base_url,
     }
     assert_no_key(cfg, orjson.dumps(cfg), repr(emb))
 

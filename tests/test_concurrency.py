@@ -20,7 +20,9 @@ def corpus():
 
 @pytest.mark.parametrize("index", ["exact", "hnsw"])
 def test_concurrent_callers_get_the_serial_results(corpus, index):
-    kb = KnowledgeBase.build(corpus, embedder=VocabularyEmbedder(max_features=64), index=index, threads=1)
+    kb = KnowledgeBase.build(
+        corpus, embedder=VocabularyEmbedder(max_features=64), index=index, threads=1
+    )
     questions = [d["text"][10:60] for d in corpus[:48]]
     serial_r = [[(h.chunk_id, round(h.score, 5)) for h in kb.retrieve(q, k=5)] for q in questions]
     serial_a = [kb.answer(q, k=5).text for q in questions]
@@ -32,7 +34,11 @@ def test_concurrent_callers_get_the_serial_results(corpus, index):
             return "batch", kb.retrieve_batch(questions[:20], k=5).to_pylist()
         if i % 2:
             return "answer", i % len(questions), kb.answer(q, k=5).text
-        return "retrieve", i % len(questions), [(h.chunk_id, round(h.score, 5)) for h in kb.retrieve(q, k=5)]
+        return (
+            "retrieve",
+            i % len(questions),
+            [(h.chunk_id, round(h.score, 5)) for h in kb.retrieve(q, k=5)],
+        )
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         for out in pool.map(work, range(160)):
@@ -127,10 +133,13 @@ def test_streamed_answer_batch_equals_the_serial_one(monkeypatch):
     from fastrag.datasets import demo_documents
     from openai_server import OpenAIServer
 
-    import fastrag.kb
-    from fastrag import ClientConfig, OpenAIChatGenerator
+    import fastrag.answer.pipeline
+    from fastrag import OpenAIChatGenerator
+    from fastrag.config import ClientConfig
 
-    monkeypatch.setattr(fastrag.kb, "_STREAM_BLOCK", 4)  # 9 blocks of 4 (and a last of 2)
+    monkeypatch.setattr(
+        fastrag.answer.pipeline, "STREAM_BLOCK", 4
+    )  # 9 blocks of 4 (and a last of 2)
     kb = KnowledgeBase.build(demo_documents())
     base = ["年假怎么申请？", "How many days of annual leave?", "设备丢失后多久内要报告？"]
     questions = [f"{base[i % 3]} #{i}" for i in range(38)]

@@ -7,14 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive import embedding as naive
 
-from fastrag import (
-    ConfigError,
-    EmbedderError,
-    EmbedderMismatchError,
-    NotFittedError,
-    VocabularyEmbedder,
-)
+from fastrag import VocabularyEmbedder
 from fastrag.embed.base import check_embedder_matches, embedder_from_config
+from fastrag.errors import ConfigError, EmbedderError, EmbedderMismatchError, NotFittedError
 
 ALPHABET = st.sampled_from(
     list("abcABCxyz 中文字年假😀🎉é\u212aKkİ\u3000\n\t.,!?")
@@ -28,7 +23,9 @@ def _reference_matrix(texts, vocab, lowercase=True):
 
 
 @settings(max_examples=150, deadline=None)
-@given(corpus=TEXTS, queries=TEXTS, max_features=st.sampled_from([None, 1, 3, 8]), lower=st.booleans())
+@given(
+    corpus=TEXTS, queries=TEXTS, max_features=st.sampled_from([None, 1, 3, 8]), lower=st.booleans()
+)
 def test_fit_and_embed_match_reference(corpus, queries, max_features, lower):
     expected_vocab = naive.fit_vocabulary(corpus, max_features, lower)
     if not expected_vocab:
@@ -39,7 +36,9 @@ def test_fit_and_embed_match_reference(corpus, queries, max_features, lower):
     assert emb.vocabulary == expected_vocab
     got = emb.embed(queries)
     assert got.dtype == np.float32 and got.shape == (len(queries), len(expected_vocab))
-    np.testing.assert_allclose(got, _reference_matrix(queries, expected_vocab, lower), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        got, _reference_matrix(queries, expected_vocab, lower), rtol=1e-6, atol=1e-7
+    )
     column = {ch: j for j, ch in enumerate(expected_vocab)}
     dict_version = [naive.embed_dict(q, column, len(column), lower) for q in queries]
     np.testing.assert_allclose(got, np.array(dict_version), rtol=1e-6, atol=1e-7)
@@ -94,7 +93,9 @@ def test_count_codepoints_matches_counter_at_any_split(parts):
     kernels.count_codepoints(data, 0, data.size, hists)  # accumulates
     hist = hists.sum(axis=0)
     expected = naive.count_codepoints(text)
-    assert {int(i): int(hist[i]) for i in np.flatnonzero(hist)} == {c: 2 * n for c, n in expected.items()}
+    assert {int(i): int(hist[i]) for i in np.flatnonzero(hist)} == {
+        c: 2 * n for c, n in expected.items()
+    }
 
 
 def test_embed_utf8_into_slice_of_matrix_and_readonly_inputs():

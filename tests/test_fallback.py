@@ -205,3 +205,26 @@ def test_bad_level():
     with pytest.raises(ConfigError):
         Level(good, timeout="1")  # type: ignore[arg-type]
     assert "level1" in repr(FallbackChain([good]))
+
+
+def test_levels_take_the_options_objects():
+    from fastrag.datasets import demo_documents
+
+    from fastrag import AnswerOptions, KnowledgeBase, RetrievalOptions
+
+    kb = KnowledgeBase.build(demo_documents())
+    seen = []
+
+    def spy(question, **options):
+        seen.append(options)
+        return kb.answer(question, **options)
+
+    level = Level(
+        spy, "spy", retrieval=RetrievalOptions(mode="keyword"),
+        answer_options=AnswerOptions(budget=200), options={"k": 2},
+    )  # fmt: skip
+    result = FallbackChain([level], timeout=None, min_confidence=0.0).answer("年假怎么申请？")
+    assert result.level == "spy" and len(result.answer.hits) <= 2
+    assert seen[0]["retrieval"].mode == "keyword" and seen[0]["options"].budget == 200
+    with pytest.raises(ConfigError):
+        Level(kb, retrieval={"mode": "keyword"})

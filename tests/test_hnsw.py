@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
-from fastrag import ConfigError, SearchIndexError
 from fastrag._threads import max_threads
+from fastrag.errors import ConfigError, SearchIndexError
 from fastrag.index import hnsw as hnsw_mod
 from fastrag.index.hnsw import (
     HnswConfig,

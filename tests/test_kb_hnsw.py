@@ -14,15 +14,9 @@ from fastrag.datasets.synthetic import mixed_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastrag import (
-    ConfigError,
-    KnowledgeBase,
-    Principal,
-    SearchIndexError,
-    StoreCorruptedError,
-    VocabularyEmbedder,
-)
+from fastrag import KnowledgeBase, Principal, VocabularyEmbedder
 from fastrag.config import FAULT_POINTS
+from fastrag.errors import ConfigError, StoreCorruptedError
 from fastrag.index.hnsw import AUTO_MIN_ROWS, HnswConfig
 
 
@@ -98,12 +92,12 @@ def test_hnsw_adds_and_deletes(corpus, questions):
 @given(keep=st.floats(0.001, 1.0), seed=st.integers(0, 1000))
 def test_hnsw_filters_never_leak_and_never_starve(hnsw_kb, questions, keep, seed):
     rng = np.random.default_rng(seed)
-    ids = sorted({h for h in hnsw_kb._store.rows(np.arange(len(hnsw_kb)), ["doc_id"]).column("doc_id").to_pylist()})
+    ids = sorted({h for h in hnsw_kb._corpus.store.rows(np.arange(len(hnsw_kb)), ["doc_id"]).column("doc_id").to_pylist()})
     allowed = {d for d in ids if rng.random() < keep}
     if not allowed:
         allowed = {ids[0]}
     eligible_chunks = sum(
-        1 for d in hnsw_kb._store.rows(np.arange(len(hnsw_kb)), ["doc_id"]).column("doc_id").to_pylist() if d in allowed
+        1 for d in hnsw_kb._corpus.store.rows(np.arange(len(hnsw_kb)), ["doc_id"]).column("doc_id").to_pylist() if d in allowed
     )
     for q in questions[:3]:
         hits = hnsw_kb.retrieve(q, k=10, mode="vector", where={"doc_id": sorted(allowed)})
@@ -153,8 +147,14 @@ def test_missing_or_corrupt_hnsw_file_is_named(hnsw_kb, tmp_path):
     garbage = bytearray(original)
     garbage[:64] = b"\xff" * 64
     path.write_bytes(bytes(garbage))
-    with pytest.raises((SearchIndexError, StoreCorruptedError), match="hnsw.bin"):
+    # The store-level load reports a damaged file as StoreCorruptedError, as documented.
+    with pytest.raises(StoreCorruptedError, match="hnsw.bin"):
         KnowledgeBase.load(root)
+    flipped = bytearray(original)
+    flipped[-5] ^= 0xFF  # same size, an upper layer changed: only the checksum sees it
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(StoreCorruptedError, match="hnsw.bin.*SHA-256"):
+        KnowledgeBase.load(root, verify=True)
     path.write_bytes(original)
     assert KnowledgeBase.load(root, verify=True).index == "hnsw"
 

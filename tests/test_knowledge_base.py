@@ -10,18 +10,16 @@ import pytest
 from fastrag.datasets.synthetic import mixed_documents
 
 import fastrag
-from fastrag import (
+from fastrag import Document, KnowledgeBase, VocabularyEmbedder
+from fastrag.errors import (
     ConfigError,
-    Document,
     DocumentError,
     DocumentNotFoundError,
     DuplicateDocumentError,
     EmbedderMismatchError,
-    KnowledgeBase,
     StoreCorruptedError,
     StoreError,
     StoreNotFoundError,
-    VocabularyEmbedder,
 )
 
 
@@ -100,7 +98,7 @@ def test_save_load_round_trip_gives_identical_results(kb, tmp_path):
 def test_loading_maps_vectors_without_copy(kb, tmp_path):
     kb.save(tmp_path / "kb")
     loaded = KnowledgeBase.load(tmp_path / "kb")
-    seg = loaded._store.segments[0]
+    seg = loaded._corpus.store.segments[0]
     assert not seg.vectors.flags.writeable
     assert not seg.vectors.flags.owndata  # a view of the mapped Arrow buffer
 
@@ -119,7 +117,9 @@ def test_deletes_never_come_back(kb, tmp_path):
     # Re-adding the id after deleting it is allowed.
     loaded.add([{"id": "leave", "text": "Leave is now requested two days ahead."}])
     hits = loaded.retrieve("leave requested two days ahead", k=100)
-    assert [h.text for h in hits if h.doc_id == "leave"] == ["Leave is now requested two days ahead."]
+    assert [h.text for h in hits if h.doc_id == "leave"] == [
+        "Leave is now requested two days ahead."
+    ]
 
 
 def test_delete_missing_changes_nothing(kb):
@@ -137,7 +137,10 @@ def test_add_then_search_across_segments_equals_fresh_build(docs):
     for doc in extra:
         kb.add([doc])
     fresh = KnowledgeBase.build(
-        docs + extra, window=60, overlap=10, embedder=VocabularyEmbedder(vocabulary=kb.embedder.vocabulary)
+        docs + extra,
+        window=60,
+        overlap=10,
+        embedder=VocabularyEmbedder(vocabulary=kb.embedder.vocabulary),
     )
     for q in ["annual leave", "expense", "年假申请", "password"]:
         a = [(h.doc_id, h.ord, round(h.score, 5)) for h in kb.retrieve(q, k=6)]
@@ -193,7 +196,10 @@ def test_documents_and_dataclass_inputs_agree():
     a = KnowledgeBase.build([Document("x", "hello there", {"title": "T", "k": 1})])
     b = KnowledgeBase.build([{"id": "x", "text": "hello there", "title": "T", "k": 1}])
     ha, hb = a.retrieve("hello", k=1)[0], b.retrieve("hello", k=1)[0]
-    assert _hit_tuples([ha]) == _hit_tuples([hb]) and ha.metadata == hb.metadata == {"title": "T", "k": 1}
+    assert _hit_tuples([ha]) == _hit_tuples([hb]) and ha.metadata == hb.metadata == {
+        "title": "T",
+        "k": 1,
+    }
 
 
 def test_streaming_build_from_generator_in_batches():
@@ -213,7 +219,13 @@ def test_empty_documents_are_skipped_and_all_empty_is_an_error():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"window": 10, "overlap": 10}, {"window": 0}, {"overlap": -1}, {"index": "faiss"}, {"embedder": "x"}],
+    [
+        {"window": 10, "overlap": 10},
+        {"window": 0},
+        {"overlap": -1},
+        {"index": "faiss"},
+        {"embedder": "x"},
+    ],
 )
 def test_bad_build_parameters(kwargs, docs):
     with pytest.raises(ConfigError):
@@ -334,7 +346,7 @@ def test_manifest_records_format_embedder_and_counts(kb, tmp_path):
     kb.save(tmp_path / "kb")
     manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
     assert manifest["format"] == "fastrag-kb" and manifest["format_version"] == 1
-    assert manifest["kernel_abi"] == fastrag.KERNEL_ABI
+    assert manifest["kernel_abi"] == fastrag._native.KERNEL_ABI
     assert manifest["dim"] == kb.embedder.dim
     assert manifest["embedder"]["vocabulary"] == kb.embedder.vocabulary
     assert manifest["chunking"] == {"window": 60, "overlap": 10}
@@ -406,13 +418,17 @@ def test_records_equal_arrow_to_pylist(tmp_path):
         {"id": "a", "text": "alpha " * 80, "title": "A", "updated_at": "2026-01-02", "acl": ["g1"]},
         {"id": "b", "text": "年假 " * 90, "source": "b.md", "metadata": {"team": "hr", "n": 3}},
         {"id": "c", "text": "", "title": None},
-        {"id": "d", "text": "short", "updated_at": dt.datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=dt.timezone.utc)},
+        {
+            "id": "d",
+            "text": "short",
+            "updated_at": dt.datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=dt.timezone.utc),
+        },
     ]
     kb = fastrag.KnowledgeBase.build(docs)
     kb.add([{"id": "e", "text": "echo " * 70, "acl": []}])  # a second segment
     kb.save(tmp_path / "kb")
     for k in (kb, fastrag.KnowledgeBase.load(tmp_path / "kb")):
-        store = k._store
+        store = k._corpus.store
         n = len(store)
         assert len(store.segments) >= 1
         rows = np.array([n - 1, 0, *range(n), 2], dtype=np.int64)
@@ -429,7 +445,9 @@ def test_records_of_sliced_segments():
         for i in range(12)
     ]  # fmt: skip
     kb = fastrag.KnowledgeBase.build(docs, window=30, overlap=5)
-    batch = kb._store.segments[0].batch
-    sliced = ChunkStore(kb._store.dim, [batch.slice(3, batch.num_rows - 5), batch.slice(1, 2)])
+    batch = kb._corpus.store.segments[0].batch
+    sliced = ChunkStore(
+        kb._corpus.store.dim, [batch.slice(3, batch.num_rows - 5), batch.slice(1, 2)]
+    )
     rows = np.arange(len(sliced), dtype=np.int64)[::-1].copy()
     assert sliced.records(rows) == sliced.rows(rows).to_pylist()

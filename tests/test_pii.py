@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastrag.answer.redact import BUILTIN_TYPES, Redactor, id_card_valid, luhn_valid, redact_hits
 from fastrag.errors import ConfigError
+from fastrag.text.pii import BUILTIN_TYPES, Redactor, id_card_valid, luhn_valid, redact_hits
 from fastrag.types import Hit
 
 N = 220  # instances per type and per near-miss family
 
-# -- reference implementations (naive, written independently of fastrag.answer.redact) -------------------
+# -- reference implementations (naive, written independently of fastrag.text.pii) -------------------
 
 ID_WEIGHTS = [2 ** (17 - i) % 11 for i in range(17)]  # 7 9 10 5 8 4 2 1 6 3 7 9 10 5 8 4 2
 

@@ -12,7 +12,6 @@ from fastrag.answer.generate import ExtractiveGenerator
 from fastrag.answer.structured import (
     StructuredAnswer,
     answer_json,
-    builtin_validate,
     check_schema_support,
     validate_json,
 )
@@ -113,10 +112,7 @@ def test_failure_after_the_retry(server):
     assert len(server.requests_to(CHAT)) == 2
 
 
-@pytest.mark.parametrize("validator", ["builtin", "default"])
-def test_retry_messages_name_the_problem(server, monkeypatch, validator):
-    if validator == "builtin":
-        monkeypatch.setattr(structured, "_jsonschema_module", None)
+def test_retry_messages_name_the_problem(server):
     server.chat_answer = scripted('{"days": 15, "unit": "days"}', GOOD)
     with chat_gen(server) as gen:
         assert answer_json(gen, QUESTION, HITS, SCHEMA).attempts == 2
@@ -211,67 +207,30 @@ def test_bad_options(kwargs):
 # -- validation -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("data", "problems"),
-    [
-        ({"days": 15, "unit": "days", "citations": [1]}, []),
-        ({"days": 15.0, "unit": "days", "citations": [1]}, []),  # 15.0 is an integer
-        (
-            {"days": True, "unit": "days", "citations": [1]},
-            ["$.days: expected integer, got boolean"],
-        ),
-        ({"days": 0, "unit": "days", "citations": [1]}, ["$.days: 0 is below the minimum 1"]),
-        ({"days": 400, "unit": "days", "citations": [1]}, ["$.days: 400 is above the maximum 365"]),
-        ({"unit": "days", "citations": [1]}, ["$: missing required property 'days'"]),
-        (
-            {"days": 1, "unit": "days", "citations": [1], "x": 1},
-            ["$: additional property 'x' is not allowed"],
-        ),
-        (
-            {"days": 1, "unit": "days", "citations": ["1"]},
-            ["$.citations[0]: expected integer, got string"],
-        ),
-        ([1], ["$: expected object, got array"]),
-    ],
-)
-def test_builtin_validator(data, problems):
-    assert builtin_validate(data, SCHEMA) == problems
-
-
-def test_builtin_validator_more_keywords():
+def test_validation_covers_every_keyword():
+    # $ref, anyOf and pattern: a hand-written subset used to let these through.
     schema = {
+        "$defs": {"day": {"type": "integer", "minimum": 1}},
         "type": "object",
         "properties": {
-            "name": {"type": "string", "minLength": 2, "maxLength": 4},
-            "tags": {"type": "array", "maxItems": 1},
-            "score": {"type": ["number", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-            "kind": {"const": "leave"},
+            "days": {"$ref": "#/$defs/day"},
+            "unit": {"anyOf": [{"const": "days"}, {"const": "weeks"}]},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{3}$"},
         },
-        "additionalProperties": {"type": "integer"},
+        "required": ["days"],
     }
-    assert (
-        builtin_validate({"name": "ab", "tags": [], "score": None, "kind": "leave", "n": 3}, schema)
-        == []
-    )
-    assert builtin_validate(
-        {"name": "a", "tags": [1, 2], "score": 1, "kind": "x", "n": "3"}, schema
-    ) == [
-        "$.name: shorter than minLength 2",
-        "$.tags: more than maxItems 1 items",
-        "$.score: 1 is not below the exclusive maximum 1",
-        "$.kind: 'x' is not 'leave'",
-        "$.n: expected integer, got string",
-    ]
-    assert builtin_validate({"name": "abcde"}, schema) == ["$.name: longer than maxLength 4"]
-    assert builtin_validate(1, {"type": "number"}) == [] and builtin_validate(1, True) == []
-    assert builtin_validate(1, False) == ["$: no value is allowed here"]
-    with pytest.raises(ConfigError):
-        builtin_validate(1, {"type": "decimal"})
+    assert validate_json({"days": 3, "unit": "days", "code": "SV432"}, schema) == []
+    problems = validate_json({"days": 0, "unit": "months", "code": "sv432"}, schema)
+    assert [p.split(":")[0] for p in problems] == ["$.code", "$.days", "$.unit"]
 
 
-def test_validate_json_without_jsonschema_uses_the_builtin(monkeypatch):
+def test_without_jsonschema_a_schema_call_says_what_to_install(monkeypatch, server):
     monkeypatch.setattr(structured, "_jsonschema_module", None)
-    assert validate_json({"days": "x"}, SCHEMA) == builtin_validate({"days": "x"}, SCHEMA)
+    with pytest.raises(ConfigError, match=r"fastrag-engine\[schema\]"):
+        validate_json({"days": "x"}, SCHEMA)
+    with chat_gen(server) as gen, pytest.raises(ConfigError, match="jsonschema"):
+        answer_json(gen, QUESTION, HITS, SCHEMA)
+    assert server.requests_to(CHAT) == []  # refused before any model call
 
 
 def test_validate_json_with_jsonschema_if_installed():

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from naive import tokenize as naive
 
 from fastrag.errors import ConfigError, DocumentError
-from fastrag.text.tokenize import ENGLISH_STOPWORDS, Tokenizer, Tokens
+from fastrag.text.stopwords import ENGLISH_STOPWORDS, STOPWORDS
+from fastrag.text.tokenize import LUCENE_STOPWORDS, Tokenizer, Tokens
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 
@@ -84,12 +85,15 @@ def test_examples(text, expected):
 
 
 def test_chinese_never_one_token_per_run():
-    tok = Tokenizer()
+    tok = Tokenizer(stopwords=None)
     text = "工作未满五年的员工每年享有15天带薪年假"
     strings = tok.tokens(text)
     assert "工作未满五年的员工每年享有" not in strings
     assert "工" in strings and "工作" in strings
     assert len(strings) == 13 + 12 + 1 + 5 + 4
+    # the default stop list drops Chinese function characters (not the bigrams holding them)
+    default = Tokenizer().tokens(text)
+    assert "的" not in default and "年的" in default and len(default) == len(strings) - 1
 
 
 @pytest.mark.parametrize("cjk", ["unigram+bigram", "unigram", "bigram"])
@@ -103,7 +107,9 @@ def test_cjk_modes(cjk):
 
 
 def test_stopwords():
-    assert Tokenizer().stopwords == tuple(sorted(ENGLISH_STOPWORDS))
+    assert Tokenizer().stopwords == STOPWORDS  # the one list every stage uses
+    assert Tokenizer(stopwords="lucene").stopwords == tuple(sorted(LUCENE_STOPWORDS))
+    assert Tokenizer(stopwords="english").stopwords == tuple(sorted(ENGLISH_STOPWORDS))
     assert Tokenizer(stopwords=None).tokens("the cat") == ["the", "cat"]
     assert Tokenizer(stopwords=[]).tokens("the cat") == ["the", "cat"]
     custom = Tokenizer(stopwords=["CAT", "的", "ＤＯＧ"])
@@ -131,7 +137,7 @@ def test_stemming_examples():
         "connect",
     ]
     # words of one or two characters are left alone (Snowball would empty "s")
-    assert tok.tokens("cell's is as us") == ["cell", "s", "us"]
+    assert tok.tokens("cell's is as ox") == ["cell", "s", "ox"]
     # CJK tokens are never stemmed; stop words go before stemming
     assert tok.tokens("年假 was running") == ["年", "假", "年假", "run"]
     stem = Stemmer.Stemmer("porter").stemWord
@@ -242,7 +248,7 @@ def test_config_round_trip_and_validation():
     tok = Tokenizer(stopwords=["x"], cjk="unigram", lowercase=False)
     again = Tokenizer.from_config(tok.config())
     assert again == tok and again.config() == tok.config()
-    assert Tokenizer() == Tokenizer(stopwords=list(ENGLISH_STOPWORDS))
+    assert Tokenizer() == Tokenizer(stopwords=list(STOPWORDS))
     for bad in [
         {"lowercase": 1},
         {"stopwords": "french"},

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from naive import topk as naive
 from numpy.testing import assert_allclose, assert_array_equal
 
-from fastrag import ConfigError
 from fastrag._threads import max_threads
+from fastrag.errors import ConfigError
 from fastrag.index import exact
 from fastrag.index.exact import exact_topk, merge_topk
 
@@ -225,7 +225,7 @@ def test_read_only_inputs_are_untouched(rng, path):
     before = (corpus.copy(), queries.copy(), mask.copy())
     ids, scores = exact_topk(queries, corpus, 5, mask=mask)
     check(queries, corpus, 5, ids, scores, mask)
-    for a, b in zip((corpus, queries, mask), before):
+    for a, b in zip((corpus, queries, mask), before, strict=False):
         assert_array_equal(a, b)
 
 
@@ -493,7 +493,7 @@ def test_concurrent_blas_calls_agree_and_restore_blas_threads(rng):
     expected = [exact_topk(q, corpus, 5, threads=1) for q in batches]
     with ThreadPoolExecutor(max_workers=4) as pool:
         got = list(pool.map(lambda q: exact_topk(q, corpus, 5), batches * 3))
-    for (ids, scores), (e_ids, e_scores) in zip(got, expected * 3):
+    for (ids, scores), (e_ids, e_scores) in zip(got, expected * 3, strict=False):
         assert_array_equal(ids, e_ids)
         assert_allclose(scores, e_scores, rtol=RTOL, atol=ATOL)
     assert blas_threads() == before

@@ -21,7 +21,11 @@ _SNIPPET = (
 def _run(mod: str, cache: bool) -> float:
     env = dict(os.environ, FASTRAG_NUMBA_CACHE="1" if cache else "0")
     out = subprocess.run(
-        [sys.executable, "-c", _SNIPPET.format(mod=mod)], env=env, check=True, capture_output=True, text=True
+        [sys.executable, "-c", _SNIPPET.format(mod=mod)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from fastrag._native import embedding as kernels
 
-from fastrag import Chunker, VocabularyEmbedder
+from fastrag import VocabularyEmbedder
+from fastrag.text import Chunker
 
 from .common import texts
 
@@ -38,5 +39,7 @@ class VocabularyFit:
         self.data, self.offsets = chunks.text_data, chunks.text_offsets
 
     def time_count_and_fit(self, chars):
-        counts = VocabularyEmbedder.count_utf8(self.data, int(self.offsets[0]), int(self.offsets[-1]))
+        counts = VocabularyEmbedder.count_utf8(
+            self.data, int(self.offsets[0]), int(self.offsets[-1])
+        )
         VocabularyEmbedder(1024).fit_counts(counts)

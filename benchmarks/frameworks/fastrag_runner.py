@@ -49,7 +49,7 @@ class FastragExact(Runner):
         )
 
     def chunk_table(self) -> tuple[list[Any], np.ndarray, list[str]]:
-        store = self.kb._store  # benchmark code: read the stored vectors directly
+        store = self.kb._corpus.store  # benchmark code: read the stored vectors directly
         vectors = np.concatenate([seg.vectors for seg in store.segments])
         rows = np.arange(store.n_rows)
         table = store.rows(rows, ["chunk_id", "doc_id"])

@@ -25,7 +25,7 @@ Units
 
 Same subject
     The subject of a quantity is the set of content terms (CJK character
-    bigrams and stemmed non-stop words, :func:`fastrag.answer.generate.question_terms`)
+    bigrams and stemmed non-stop words, :func:`fastrag.text.terms.question_terms`)
     of the text before it in its clause: back to the previous ``。！？；，,;:``
     or sentence end, and at most :data:`WINDOW_CHARS` characters; words that
     surround any quantity ("must", "within", "up to", "at least", ...) are
@@ -49,9 +49,9 @@ from typing import Any
 
 import orjson
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelResponseError
+from ..text.terms import question_terms
 from ..types import Hit
-from .generate import question_terms
 from .stages import call_chat, content_terms
 
 __all__ = [
@@ -535,7 +535,9 @@ class LLMConflictCheck:
         try:
             return self._check(chosen)
         except Exception as exc:  # noqa: BLE001 - any failure means the rules
-            log.info("LLM conflict check failed (%s: %s); using the rules", type(exc).__name__, exc)
+            log.warning(
+                "LLM conflict check failed (%s: %s); using the rules", type(exc).__name__, exc
+            )
             return detect_conflicts(chosen, top=None)
 
     def _check(self, chosen: list[Hit]) -> list[Conflict]:
@@ -549,12 +551,17 @@ class LLMConflictCheck:
         text = call_chat(self.chat, messages, self.timeout)
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
-            raise ValueError("no JSON object in the reply")
-        items = orjson.loads(text[start : end + 1])["conflicts"]
+            raise ModelResponseError("no JSON object in the reply")
+        try:
+            items = orjson.loads(text[start : end + 1])["conflicts"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ModelResponseError(f"the conflict check's reply is malformed: {exc!r}") from exc
         if not isinstance(items, list):
-            raise ValueError("conflicts is not a list")
+            raise ModelResponseError("conflicts is not a list")
         out: list[Conflict] = []
         for item in items:
+            if not isinstance(item, dict) or "sources" not in item or "values" not in item:
+                raise ModelResponseError(f"a conflict lacks 'sources' or 'values': {item!r}")
             markers = item["sources"]
             values = item["values"]
             if (
@@ -564,18 +571,18 @@ class LLMConflictCheck:
                 or not all(1 <= m <= len(chosen) for m in markers)
                 or len(set(markers)) != len(markers)
             ):
-                raise ValueError(f"bad sources {markers!r}")
+                raise ModelResponseError(f"bad sources {markers!r}")
             if (
                 not isinstance(values, list)
                 or len(values) != len(markers)
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
             ):
-                raise ValueError(f"bad values {values!r}")
+                raise ModelResponseError(f"bad values {values!r}")
             if len({chosen[m - 1].doc_id for m in markers}) < 2:
                 continue  # one document does not contradict itself here
             subject, unit = item.get("subject", ""), item.get("unit", "")
             if not isinstance(subject, str) or not isinstance(unit, str):
-                raise ValueError("subject and unit must be strings")
+                raise ModelResponseError("subject and unit must be strings")
             out.append(
                 Conflict(
                     subject=subject,

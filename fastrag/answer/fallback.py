@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ConfigError, StageTimeoutError
+from ..retrieve.options import RetrievalOptions
 from ..types import Answer
+from .options import AnswerOptions
 from .prompt import build_user_message, not_found_message
 from .stages import call_with_timeout
 
@@ -65,6 +67,10 @@ class Level:
         Least ``answer.confidence`` accepted (default: the chain's).
     options : mapping, optional
         Keyword arguments for every call (``k``, ``generator``, ``mode``, ...).
+    retrieval : RetrievalOptions, optional
+        Passed as ``retrieval=`` (see :meth:`fastrag.KnowledgeBase.answer`).
+    answer_options : AnswerOptions, optional
+        Passed as ``options=``.
     """
 
     answerer: Any
@@ -72,6 +78,8 @@ class Level:
     timeout: float | None = None
     min_confidence: float | None = None
     options: Mapping[str, Any] | None = None
+    retrieval: RetrievalOptions | None = None
+    answer_options: AnswerOptions | None = None
 
     def __post_init__(self) -> None:
         if not (callable(getattr(self.answerer, "answer", None)) or callable(self.answerer)):
@@ -83,6 +91,15 @@ class Level:
         _check_confidence(self.min_confidence)
         if self.options is not None and not isinstance(self.options, Mapping):
             raise ConfigError(f"options must be a mapping, got {type(self.options).__name__}")
+        if self.retrieval is not None and not isinstance(self.retrieval, RetrievalOptions):
+            raise ConfigError(
+                f"retrieval must be a fastrag.RetrievalOptions, got {type(self.retrieval).__name__}"
+            )
+        if self.answer_options is not None and not isinstance(self.answer_options, AnswerOptions):
+            raise ConfigError(
+                "answer_options must be a fastrag.AnswerOptions, got "
+                f"{type(self.answer_options).__name__}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +319,10 @@ class FallbackChain:
 
 def _caller(level: Level, question: str) -> Callable[[], Any]:
     options = dict(level.options or {})
+    if level.retrieval is not None:
+        options["retrieval"] = level.retrieval
+    if level.answer_options is not None:
+        options["options"] = level.answer_options
     method = getattr(level.answerer, "answer", None)
     target = method if callable(method) else level.answerer
     return lambda: target(question, **options)

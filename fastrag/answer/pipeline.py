@@ -1,10 +1,26 @@
-"""The stages of an answer after retrieval: context, redaction, generation, verification, audit.
+"""The answer pipeline: the stages after retrieval, one path for single and batch answers.
 
-``KnowledgeBase.answer`` and ``answer_batch`` retrieve, then call
-:func:`prepare` for each question (context assembly within the token
-budget, PII redaction of model-bound text, freshness and conflict notes),
-generate from the prepared blocks, and call :func:`finish` (confidence,
-faithfulness, audit digest) to make the :class:`~fastrag.Answer`.
+:class:`AnswerPipeline` turns a question and its retrieved hits into an
+:class:`~fastrag.Answer`:
+
+1. **context** -- overlapping windows of one document merged into
+   continuous blocks, packed within the token budget;
+2. **freshness** and **conflicts** -- notes about stale sources and sources
+   that disagree on a number;
+3. **redact** -- PII removed from everything bound for a model (the
+   question, the blocks as the prompt shows them);
+4. **generate** -- the generator (the offline extractive answerer by
+   default, a chat model, any callable; JSON for ``schema=``);
+5. **verify** -- confidence and faithfulness (rules or an LLM judge);
+6. **audit** -- a SHA-256 digest over question, snapshot, cited chunks,
+   prompt and answer.
+
+:meth:`AnswerPipeline.answer_many` runs these for a stream of blocks of
+questions; generation runs concurrently (a model client's async form, or
+threads) within the rate limits, while the next block is retrieved. A
+single answer is ``answer_many`` of one question, so the two cannot
+drift. :meth:`AnswerPipeline.stream` yields the hits first, then the text
+as the generator produces it, then the final :class:`~fastrag.Answer`.
 
 Model-bound means a generator other than the offline
 :class:`~fastrag.ExtractiveGenerator`: redaction is on by default for such
@@ -17,76 +33,35 @@ sent, redacted.
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
-from ..errors import ConfigError
+from ..models.concurrency import STREAM_BLOCK, generate_stream, streams
+from ..text.cjk import is_chinese
+from ..text.pii import Redactor
+from ..text.sentences import split_cited
 from ..types import Answer, Generation, Hit
 from .audit import audit_digest
 from .conflicts import Conflict, detect_conflicts
-from .context import Context, assemble_context, estimate_tokens
-from .generate import ExtractiveGenerator
-from .prompt import build_user_message, is_chinese, not_found_message
-from .redact import Redactor
-from .stages import StageHook, StageTimer
-from .verify import LLMJudge, check_faithfulness, confidence, freshness_warnings, split_sentences
+from .context import Context, assemble_context
+from .generate import ExtractiveGenerator, as_generator
+from .options import AnswerOptions
+from .prompt import build_user_message, not_found_message
+from .stages import StageTimer
+from .structured import answer_json, check_schema_support
+from .verify import check_faithfulness, confidence, freshness_warnings
 
-__all__ = ["AnswerOptions", "Prepared", "finish", "is_model_bound", "prepare"]
-
-
-@dataclass(frozen=True)
-class AnswerOptions:
-    """How answers are assembled and checked (keyword arguments of ``answer``).
-
-    Parameters
-    ----------
-    budget : int or None, default 3000
-        Context token budget (see :func:`fastrag.answer.context.estimate_tokens`);
-        ``None`` packs every hit.
-    estimator : callable, default estimate_tokens
-        ``estimator(text) -> tokens``.
-    redact : bool, default True
-        Redact PII from model-bound text.
-    max_age_days : float or None, default 180
-        Sources older than this get a freshness warning (``None``: never).
-    min_faithfulness : float, default 0.5
-        An answer whose faithfulness is below this is flagged.
-    replace_unfaithful : bool, default False
-        Replace a flagged answer with the not-found answer.
-    judge : LLMJudge or None
-        Judge faithfulness with a model (falls back to the rules); default rules.
-    detect_conflicts : bool or callable, default True
-        Look for sources that state different numbers for the same thing:
-        True for the rules, or a checker ``check(hits) -> list[Conflict]``
-        such as :class:`~fastrag.answer.conflicts.LLMConflictCheck` (it is given
-        the redacted hits when ``redact``).
-    on_stage : callable, optional
-        ``on_stage(name, seconds, info)`` after each stage, for tracing.
-    now : datetime, optional
-        The clock for freshness (tests).
-    """
-
-    budget: int | None = 3000
-    estimator: Callable[[str], int] = estimate_tokens
-    redact: bool = True
-    max_age_days: float | None = 180
-    min_faithfulness: float = 0.5
-    replace_unfaithful: bool = False
-    judge: LLMJudge | None = None
-    detect_conflicts: bool | Callable[[Sequence[Hit]], list[Conflict]] = True
-    on_stage: StageHook | None = None
-    now: _dt.datetime | None = None
-
-    def __post_init__(self) -> None:
-        if self.budget is not None and (
-            isinstance(self.budget, bool) or not isinstance(self.budget, int) or self.budget < 1
-        ):
-            raise ConfigError(f"budget must be a positive int or None, got {self.budget!r}")
-        if not 0.0 <= float(self.min_faithfulness) <= 1.0:
-            raise ConfigError(f"min_faithfulness must be in [0, 1], got {self.min_faithfulness!r}")
+__all__ = [
+    "AnswerEvent",
+    "AnswerPipeline",
+    "Item",
+    "Prepared",
+    "finish",
+    "is_model_bound",
+    "prepare",
+]
 
 
 @dataclass
@@ -215,7 +190,9 @@ def finish(
     if flagged and options.replace_unfaithful:
         text, found, citations = not_found_message(prep.question), False, ()
         conf = 0.0
-    prompt = generation.prompt if generation.prompt is not None and generation.model else prep.prompt
+    prompt = (
+        generation.prompt if generation.prompt is not None and generation.model else prep.prompt
+    )
     with timer("audit"):
         digest = audit_digest(
             prep.question,
@@ -245,6 +222,7 @@ def finish(
         audit_digest=digest,
         snapshot=snapshot,
         dropped=tuple(prep.context.dropped),
+        data=generation.data,
     )
 
 
@@ -254,25 +232,270 @@ def _unredacted(faith: Any, text: str, prep: Prepared) -> Any:
     A claim that is a redacted sentence of the answer is replaced by that
     sentence; other claims (the judge's paraphrases) are kept as given.
     """
-    by_redacted = {prep.scrub(s).strip(): s for s, _ in split_sentences(text)}
+    by_redacted = {prep.scrub(s).strip(): s for s, _ in split_cited(text)}
     claims = tuple(by_redacted.get(c.strip(), c) for c in faith.unsupported)
     return replace(faith, unsupported=claims)
 
 
-def stage_timer(options: AnswerOptions, timings: dict[str, float]) -> StageTimer:
-    """A timer that records into ``timings`` and calls the options' hook."""
-    return StageTimer(timings, options.on_stage)
+Item = tuple[str, Sequence[Hit], Any, dict[str, float]]
+"""``(question, hits, query, timings)``: one question ready for the answer stages.
+
+``query`` is the question as retrieval saw it (a :class:`~fastrag.RewrittenQuery`);
+``timings`` the seconds of the stages before (rewrite, retrieve), which
+start the answer's :attr:`~fastrag.Answer.timings`.
+"""
 
 
-def elapsed(t0: float) -> float:
-    """Seconds since ``t0``."""
-    return time.perf_counter() - t0
+@dataclass(frozen=True, slots=True)
+class AnswerEvent:
+    """One event of :meth:`AnswerPipeline.stream`.
+
+    Attributes
+    ----------
+    kind : {"hits", "delta", "answer"}
+        ``hits``: the context blocks the answer will cite (``[1]`` is
+        ``hits[0]``), before generation starts; ``delta``: a piece of the
+        answer text as the generator produced it; ``answer``: the final
+        :class:`~fastrag.Answer` (verified and audited).
+    hits : tuple of Hit
+        With ``hits``.
+    text : str
+        With ``delta``.
+    answer : Answer or None
+        With ``answer``.
+    """
+
+    kind: Literal["hits", "delta", "answer"]
+    hits: tuple[Hit, ...] = ()
+    text: str = ""
+    answer: Answer | None = None
 
 
-def check_options(options: Mapping[str, Any]) -> AnswerOptions:
-    """Build :class:`AnswerOptions` from keyword arguments, naming any unknown one."""
-    known = AnswerOptions.__dataclass_fields__
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise ConfigError(f"unknown answer option(s): {', '.join(unknown)}")
-    return AnswerOptions(**options)
+class _Structured:
+    """A sync generator call that answers in a JSON Schema (no async form: threads run it)."""
+
+    def __init__(self, generator: Any, schema: Any) -> None:
+        self.generator = generator
+        self.schema = schema
+
+    def __call__(self, question: str, hits: Sequence[Hit]) -> Generation:
+        out = answer_json(self.generator, question, hits, self.schema)
+        model = getattr(self.generator, "model", None)
+        prompt = build_user_message(question, hits)
+        return Generation(out.raw, True, (), prompt, model, data=out.data)
+
+
+def _default_concurrency(generator: Any) -> int:
+    """Model clients: their configured concurrency; anything else: one call at a time."""
+    config = getattr(generator, "client_config", None)
+    return int(getattr(config, "max_concurrency", 1)) if config is not None else 1
+
+
+class AnswerPipeline:
+    """The stages after retrieval (see the module docstring).
+
+    Parameters
+    ----------
+    redactor : Redactor, optional
+        PII rules for model-bound text.
+    """
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        self.redactor = redactor or Redactor()
+
+    def _call(
+        self, generator: Any, options: AnswerOptions
+    ) -> tuple[Any, Callable[..., Generation]]:
+        """The object whose async form (if any) generation may use, and the sync call."""
+        if options.schema is not None:
+            check_schema_support(ExtractiveGenerator() if generator is None else generator)
+            structured = _Structured(generator, options.schema)
+            return structured, structured
+        return generator, as_generator(generator)
+
+    def answer_many(
+        self,
+        blocks: Iterable[Sequence[Item]],
+        *,
+        generator: Any = None,
+        options: AnswerOptions | None = None,
+        snapshot: str | None = None,
+        max_concurrency: int | None = None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+    ) -> list[Answer | BaseException]:
+        """Answer questions that arrive in blocks (retrieval may produce each block lazily).
+
+        Parameters
+        ----------
+        blocks : iterable of sequences of Item
+            ``(question, hits, query, timings)``: the questions, their
+            retrieved (reranked) hits, their rewritten queries and the
+            seconds of the stages before, block after block.
+        generator : callable, optional
+            Default the offline :class:`~fastrag.ExtractiveGenerator`.
+        options : AnswerOptions, optional
+            Context, redaction, freshness, conflicts, verification, schema.
+        snapshot : str, optional
+            The knowledge-base snapshot the hits come from (for the audit).
+        max_concurrency : int, optional
+            Generator calls in flight (default: a model client's own
+            ``max_concurrency``, 1 otherwise).
+        requests_per_minute, tokens_per_minute : float, optional
+            Rate limits of the generator calls; tokens are ``options.estimator``
+            of each prompt.
+
+        Returns
+        -------
+        list
+            An :class:`~fastrag.Answer`, or the exception that stopped it
+            (a model error after the client's retries), per question, in order.
+        """
+        options = options or AnswerOptions()
+        model_bound = is_model_bound(generator)
+        target, call = self._call(generator, options)
+        if max_concurrency is None:
+            max_concurrency = _default_concurrency(generator)
+        prepared: list[tuple[Prepared, dict[str, float], StageTimer, Any, float]] = []
+
+        def prepared_blocks() -> Iterator[list[tuple[str, list[Hit]]]]:
+            for block in blocks:
+                items = []
+                for question, hits, query, before in block:
+                    t0 = time.perf_counter() - sum(before.values())
+                    timings: dict[str, float] = dict(before)
+                    timer = StageTimer(timings, options.on_stage)
+                    prep = prepare(
+                        question, hits, options, self.redactor, model_bound=model_bound, timer=timer
+                    )
+                    prepared.append((prep, timings, timer, query, t0))
+                    timer_of[id(prep.blocks)] = timer
+                    items.append((prep.model_question if model_bound else question, prep.blocks))
+                yield items
+
+        estimator = options.estimator
+        timer_of: dict[int, StageTimer] = {}  # by id of the blocks list handed to the call
+
+        def cost(question: str, hits: Sequence[Hit]) -> int:
+            return int(estimator(build_user_message(question, hits)))
+
+        def timed(question: str, hits: Sequence[Hit]) -> Generation:
+            with timer_of[id(hits)]("generate"):
+                return call(question, hits)
+
+        results = generate_stream(
+            target,
+            prepared_blocks(),
+            call=timed,
+            max_concurrency=max_concurrency,
+            requests_per_minute=requests_per_minute,
+            tokens_per_minute=tokens_per_minute,
+            cost=cost,
+        )
+        out: list[Answer | BaseException] = []
+        for (prep, timings, timer, query, t0), result in zip(prepared, results, strict=True):
+            if not isinstance(result, Generation):
+                out.append(result)
+                continue
+            answer = finish(
+                prep, result, options, snapshot=snapshot, timings=timings, timer=timer, query=query
+            )
+            timings["total"] = time.perf_counter() - t0
+            out.append(answer)
+        return out
+
+    def answer(
+        self,
+        question: str,
+        hits: Sequence[Hit],
+        *,
+        query: Any = None,
+        timings: dict[str, float] | None = None,
+        generator: Any = None,
+        options: AnswerOptions | None = None,
+        snapshot: str | None = None,
+    ) -> Answer:
+        """One answer: :meth:`answer_many` of one question (its errors are raised)."""
+        (result,) = self.answer_many(
+            [[(question, hits, query, timings or {})]], generator=generator, options=options,
+            snapshot=snapshot, max_concurrency=1,
+        )  # fmt: skip
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def stream(
+        self,
+        question: str,
+        hits: Sequence[Hit],
+        *,
+        query: Any = None,
+        timings: dict[str, float] | None = None,
+        generator: Any = None,
+        options: AnswerOptions | None = None,
+        snapshot: str | None = None,
+    ) -> Iterator[AnswerEvent]:
+        """Answer one question as events: the hits, then text deltas, then the Answer.
+
+        A generator with ``stream(question, hits)`` (yielding text pieces,
+        then a :class:`~fastrag.Generation`) streams its text as it comes;
+        any other generator yields its whole text as one delta. The final
+        Answer equals :meth:`answer`'s for the same inputs (timings aside).
+        Closing the iterator early stops the generator's stream (a model
+        call is abandoned with it).
+
+        Yields
+        ------
+        AnswerEvent
+            ``hits``, then ``delta`` events, then ``answer``.
+        """
+        options = options or AnswerOptions()
+        model_bound = is_model_bound(generator)
+        before = dict(timings or {})
+        t0 = time.perf_counter() - sum(before.values())
+        timer = StageTimer(before, options.on_stage)
+        prep = prepare(question, hits, options, self.redactor, model_bound=model_bound, timer=timer)
+        yield AnswerEvent("hits", hits=tuple(prep.shown))
+        asked = prep.model_question if model_bound else question
+        method = getattr(generator, "stream", None)
+        generation: Generation | None = None
+        with timer("generate"):
+            if options.schema is None and callable(method):
+                pieces = method(asked, prep.blocks)
+                try:
+                    for piece in pieces:
+                        if isinstance(piece, Generation):
+                            generation = piece
+                        elif piece:
+                            yield AnswerEvent("delta", text=str(piece))
+                finally:
+                    close = getattr(pieces, "close", None)
+                    if callable(close):
+                        close()
+                if generation is None:
+                    raise TypeError(f"{type(generator).__name__}.stream() yielded no Generation")
+            else:
+                _, call = self._call(generator, options)
+                generation = call(asked, prep.blocks)
+                if generation.text:
+                    yield AnswerEvent("delta", text=generation.text)
+        answer = finish(
+            prep, generation, options, snapshot=snapshot, timings=before, timer=timer, query=query
+        )
+        before["total"] = time.perf_counter() - t0
+        yield AnswerEvent("answer", answer=answer)
+
+
+def block_bounds(n: int, generator: Any, max_concurrency: int | None) -> list[int]:
+    """Where to cut ``n`` questions into blocks for :meth:`AnswerPipeline.answer_many`.
+
+    With a model client (async, concurrent) retrieval runs in blocks while
+    the model answers the blocks before, so a batch takes about the longer
+    of the two, not their sum; the first block is small, so the first calls
+    start at once. Otherwise one block.
+    """
+    concurrency = _default_concurrency(generator) if max_concurrency is None else max_concurrency
+    if streams(generator, concurrency) and n > 2 * STREAM_BLOCK:
+        first = min(concurrency, STREAM_BLOCK)
+        return [0, *range(first, n, STREAM_BLOCK), n]
+    return [0, n] if n else [0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..text.cjk import is_chinese
 from ..types import Hit
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "SYSTEM_PROMPT",
     "build_messages",
     "build_user_message",
-    "is_chinese",
     "not_found_message",
     "parse_citations",
 ]
@@ -37,8 +37,8 @@ SYSTEM_PROMPT = (
     "of the user's message.\n"
     "- Use only facts stated in those passages. Never add facts, numbers or names they do not "
     "contain, and never guess.\n"
-    "- If the passages do not contain the answer, say so plainly (for example \"The knowledge "
-    "base does not contain this information.\" or \"知识库中没有找到相关信息。\") and stop.\n"
+    '- If the passages do not contain the answer, say so plainly (for example "The knowledge '
+    'base does not contain this information." or "知识库中没有找到相关信息。") and stop.\n'
     "- Cite every passage you use with its marker, such as [1] or [2], right after the "
     "statement it supports.\n"
     "- Answer in the language of the question (Chinese for a Chinese question, English for an "
@@ -49,14 +49,7 @@ SYSTEM_PROMPT = (
 NOT_FOUND_EN = "The knowledge base does not contain an answer to this question."
 NOT_FOUND_ZH = "知识库中没有找到该问题的答案。"
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
-_LATIN = re.compile(r"[A-Za-z]")
 _MARKER = re.compile(r"\[(\d{1,4})\]")
-
-
-def is_chinese(text: str) -> bool:
-    """Whether a question is (mostly) Chinese: more CJK characters than Latin letters."""
-    return len(_CJK.findall(text)) >= max(1, len(_LATIN.findall(text)) // 4)
 
 
 def not_found_message(question: str) -> str:
@@ -79,7 +72,7 @@ def build_messages(question: str, hits: Sequence[Hit]) -> list[dict[str, str]]:
 
 
 def parse_citations(text: str, n_hits: int) -> tuple[int, ...]:
-    """The ``[n]`` markers in ``text`` that point at one of ``n_hits`` hits, in order of first use."""
+    """The ``[n]`` markers of ``text`` naming one of ``n_hits`` hits, in order of first use."""
     seen: dict[int, None] = {}
     for match in _MARKER.finditer(text):
         n = int(match.group(1))

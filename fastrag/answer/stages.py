@@ -14,7 +14,7 @@ becomes ``Answer.timings``) and reports every stage to an optional
 *waiting* for it after a deadline; used by :class:`~fastrag.answer.fallback.FallbackChain`
 and by the optional LLM stages.
 
-:func:`content_terms` is :func:`fastrag.answer.generate.question_terms` with a
+:func:`content_terms` is :func:`fastrag.text.terms.question_terms` with a
 bounded cache: the verify stages look at the same chunk texts again and
 again, so their terms are computed once.
 """
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import StageTimeoutError
-from .generate import text_terms
+from ..text.terms import text_terms
 
 __all__ = [
     "StageHook",
@@ -201,8 +201,8 @@ def content_terms(text: str) -> frozenset[str]:
     -------
     frozenset of str
         Stemmed non-stop words, numbers and CJK bigrams (see
-        :func:`fastrag.answer.generate.question_terms`), from the cache the
-        extractive generator fills (:func:`fastrag.answer.generate.text_terms`).
+        :func:`fastrag.text.terms.question_terms`), from the cache the
+        extractive generator fills (:func:`fastrag.text.terms.text_terms`).
     """
     return text_terms(text)[0]
 

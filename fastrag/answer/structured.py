@@ -15,16 +15,11 @@ it is not valid JSON or does not match, the problem is put back into the
 conversation and the model asked again, up to ``max_retries`` times; then
 :class:`~fastrag.errors.StructuredOutputError` names the last problem.
 
-Validation uses the ``jsonschema`` package when it is installed (imported on
-first use, any draft it supports), and otherwise a built-in validator of the
-common subset: ``type`` (one or a list; ``integer`` accepts ``3.0``, booleans
-are never numbers), ``enum``, ``const``, ``properties``, ``required``,
-``additionalProperties`` (false or a schema), ``items`` (one schema),
-``minItems`` / ``maxItems``, ``minimum`` / ``maximum`` /
-``exclusiveMinimum`` / ``exclusiveMaximum`` (numbers), ``minLength`` /
-``maxLength``. Other keywords (``$ref``, ``anyOf``, ``pattern``, ``format``,
-...) are ignored by the built-in validator; install ``jsonschema`` to have
-them checked.
+Validation uses the ``jsonschema`` package (imported on first use, any draft
+it supports, every keyword: ``$ref``, ``anyOf``, ``pattern``, ...): install
+it with ``pip install "fastrag-engine[schema]"``; without it a ``schema=``
+call fails at once with a :class:`~fastrag.errors.ConfigError` saying so,
+rather than checking a subset and letting the rest pass.
 
 Only generators with a model can do this: :func:`check_schema_support`
 rejects :class:`~fastrag.ExtractiveGenerator` and anything without
@@ -33,7 +28,6 @@ rejects :class:`~fastrag.ExtractiveGenerator` and anything without
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,7 +49,7 @@ from .prompt import SYSTEM_PROMPT, build_user_message
 __all__ = [
     "StructuredAnswer",
     "answer_json",
-    "builtin_validate",
+    "require_jsonschema",
     "check_schema_support",
     "validate_json",
 ]
@@ -115,6 +109,7 @@ def check_schema_support(generator: Any) -> None:
             f"structured answers need a chat model: {type(generator).__name__} has no "
             "chat(messages, **params) method; use OpenAIChatGenerator"
         )
+    require_jsonschema()
 
 
 # -- validation ------------------------------------------------------------------------------
@@ -142,136 +137,8 @@ def _path(parts: Sequence[Any]) -> str:
     return out
 
 
-_JSON_TYPES = {
-    dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null",
-    int: "integer", float: "number",
-}  # fmt: skip
-
-
-def _type_name(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def _is_type(value: Any, name: str) -> bool:
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "string":
-        return isinstance(value, str)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    if isinstance(value, bool):
-        return False
-    if name == "integer":
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if name == "number":
-        return isinstance(value, (int, float)) and not (
-            isinstance(value, float) and math.isnan(value)
-        )
-    raise ConfigError(f"unknown JSON Schema type {name!r}")
-
-
-def _check(value: Any, schema: Any, path: list[Any], problems: list[str]) -> None:
-    if len(problems) >= _MAX_PROBLEMS or schema is True or schema is None:
-        return
-    if schema is False:
-        problems.append(f"{_path(path)}: no value is allowed here")
-        return
-    if not isinstance(schema, Mapping):
-        raise ConfigError(f"schema at {_path(path)} must be an object or a boolean")
-    where = _path(path)
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else list(types)
-        if not any(_is_type(value, n) for n in names):
-            want = " or ".join(names)
-            problems.append(f"{where}: expected {want}, got {_type_name(value)}")
-            return
-    if "enum" in schema and not any(_equal(value, e) for e in schema["enum"]):
-        problems.append(f"{where}: {value!r} is not one of {list(schema['enum'])!r}")
-    if "const" in schema and not _equal(value, schema["const"]):
-        problems.append(f"{where}: {value!r} is not {schema['const']!r}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        for key, ok, words in (
-            ("minimum", lambda v, b: v >= b, "below the minimum"),
-            ("maximum", lambda v, b: v <= b, "above the maximum"),
-            ("exclusiveMinimum", lambda v, b: v > b, "not above the exclusive minimum"),
-            ("exclusiveMaximum", lambda v, b: v < b, "not below the exclusive maximum"),
-        ):
-            bound = schema.get(key)
-            if (
-                isinstance(bound, (int, float))
-                and not isinstance(bound, bool)
-                and not ok(value, bound)
-            ):
-                problems.append(f"{where}: {value!r} is {words} {bound!r}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(f"{where}: shorter than minLength {schema['minLength']}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(f"{where}: longer than maxLength {schema['maxLength']}")
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            problems.append(f"{where}: fewer than minItems {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            problems.append(f"{where}: more than maxItems {schema['maxItems']} items")
-        items = schema.get("items")
-        if isinstance(items, (Mapping, bool)):
-            for i, item in enumerate(value):
-                _check(item, items, [*path, i], problems)
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for key in schema.get("required") or ():
-            if key not in value:
-                problems.append(f"{where}: missing required property {key!r}")
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            if key in props:
-                _check(item, props[key], [*path, key], problems)
-            elif extra is False:
-                problems.append(f"{where}: additional property {key!r} is not allowed")
-            elif isinstance(extra, Mapping):
-                _check(item, extra, [*path, key], problems)
-
-
-def _equal(a: Any, b: Any) -> bool:
-    """JSON equality: 1 == 1.0, but True != 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return bool(a == b)
-
-
-def builtin_validate(data: Any, schema: Mapping[str, Any]) -> list[str]:
-    """Validate ``data`` against ``schema`` with the built-in subset (see the module docstring).
-
-    Parameters
-    ----------
-    data : object
-        Parsed JSON.
-    schema : mapping
-        A JSON Schema.
-
-    Returns
-    -------
-    list of str
-        Problems, each as ``"<JSON path>: <what is wrong>"`` (at most 5);
-        empty when ``data`` matches.
-
-    Raises
-    ------
-    ConfigError
-        When the schema is not an object or names an unknown type.
-    """
-    problems: list[str] = []
-    _check(data, schema, [], problems)
-    return problems
-
-
 def validate_json(data: Any, schema: Mapping[str, Any]) -> list[str]:
-    """Validate ``data`` against ``schema``: with ``jsonschema`` if installed, else built in.
+    """Validate ``data`` against ``schema`` with ``jsonschema`` (every keyword, ``$ref`` included).
 
     Parameters
     ----------
@@ -289,11 +156,9 @@ def validate_json(data: Any, schema: Mapping[str, Any]) -> list[str]:
     Raises
     ------
     ConfigError
-        When the schema itself is invalid.
+        When the schema itself is invalid, or ``jsonschema`` is not installed.
     """
-    js = _jsonschema()
-    if js is None:
-        return builtin_validate(data, schema)
+    js = require_jsonschema()
     cls = js.validators.validator_for(schema)
     try:
         cls.check_schema(schema)
@@ -301,6 +166,17 @@ def validate_json(data: Any, schema: Mapping[str, Any]) -> list[str]:
         raise ConfigError(f"invalid JSON Schema: {exc.message}") from exc
     errors = sorted(cls(schema).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     return [f"{_path(list(e.absolute_path))}: {e.message}" for e in errors[:_MAX_PROBLEMS]]
+
+
+def require_jsonschema() -> Any:
+    """The ``jsonschema`` module, or a :class:`ConfigError` saying how to install it."""
+    js = _jsonschema()
+    if js is None:
+        raise ConfigError(
+            "structured answers (schema=) are validated with jsonschema: pip install "
+            '"fastrag-engine[schema]"'
+        )
+    return js
 
 
 # -- answering -------------------------------------------------------------------------------

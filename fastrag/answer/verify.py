@@ -17,17 +17,17 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelResponseError
+from ..text.cjk import is_chinese
+from ..text.sentences import split_cited
 from ..types import Hit
 from .chat import is_not_found
-from .prompt import is_chinese
 from .stages import StageHook, StageTimer, call_chat, content_terms
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "check_faithfulness",
     "confidence",
     "freshness_warnings",
-    "split_sentences",
 ]
 
 log = logging.getLogger(__name__)
@@ -110,45 +109,6 @@ def confidence(
 SUPPORT_THRESHOLD = 0.3
 """A sentence with less than this share of its content terms in its sources is unsupported."""
 
-_MARKER = re.compile(r"\[(\d{1,4})\]")
-# A sentence: anything up to 。！？!?；;… or a "." that ends it (followed by white space, a
-# marker or the end; "3.5" and "e.g" stay inside), then the [n] markers right after it.
-_SENTENCE = re.compile(
-    r"(?:[^。！？!?；;…\n.]|\.(?=[^\s\[]))*(?:[。！？!?；;….]+|\n+|$)(?:[ \t]*\[\d{1,4}\])*"
-)
-
-
-def split_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:
-    """Split an answer into sentences and the markers each one cites.
-
-    Sentences end at Chinese or English sentence punctuation (。！？；!?;…,
-    a ``.`` followed by white space, a marker or the end) or a line break;
-    ``[n]`` markers right after the punctuation belong to the sentence
-    before them (``"... 15 days. [1]"``, ``"……十五日内提交。[1]"``).
-
-    Parameters
-    ----------
-    text : str
-        The answer.
-
-    Returns
-    -------
-    list of (str, tuple of int)
-        Each sentence with its markers removed and white space stripped,
-        and the markers it cites in order of first use. Empty sentences are
-        left out.
-    """
-    out: list[tuple[str, tuple[int, ...]]] = []
-    for match in _SENTENCE.finditer(text):
-        piece = match.group()
-        if not piece or piece.isspace():
-            continue
-        markers = tuple(dict.fromkeys(int(m) for m in _MARKER.findall(piece)))
-        sentence = _MARKER.sub("", piece).strip() if markers else piece.strip()
-        if sentence:
-            out.append((sentence, markers))
-    return out
-
 
 @dataclass(frozen=True, slots=True)
 class Faithfulness:
@@ -212,10 +172,10 @@ def check_faithfulness(
 
     Notes
     -----
-    The rule, per sentence of :func:`split_sentences`:
+    The rule, per sentence of :func:`fastrag.text.sentences.split_cited`:
 
     1. its content terms are those of
-       :func:`fastrag.answer.generate.question_terms`: lower-cased, stemmed words
+       :func:`fastrag.text.terms.question_terms`: lower-cased, stemmed words
        that are not stop words (numbers kept), and CJK character bigrams
        without function characters;
     2. its sources are the ones it cites, when at least one of its markers
@@ -243,7 +203,7 @@ def check_faithfulness(
     everything: frozenset[str] | None = None
     supported: list[str] = []
     unsupported: list[str] = []
-    for sentence, markers in split_sentences(answer_text):
+    for sentence, markers in split_cited(answer_text):
         terms = content_terms(sentence)
         if not terms:
             continue
@@ -274,7 +234,7 @@ _JUDGE_PROMPT = (
 
 def _str_list(value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{key} must be a list of strings")
+        raise ModelResponseError(f"{key} must be a list of strings")
     return tuple(value)
 
 
@@ -324,7 +284,7 @@ class LLMJudge:
         try:
             return self._judge(answer_text, by_marker)
         except Exception as exc:  # noqa: BLE001 - any failure means the rules
-            log.info("LLM judge failed (%s: %s); using the rules", type(exc).__name__, exc)
+            log.warning("LLM judge failed (%s: %s); using the rules", type(exc).__name__, exc)
             return check_faithfulness(answer_text, by_marker, found=True)
 
     def _judge(self, answer_text: str, by_marker: Mapping[int, str]) -> Faithfulness:
@@ -336,13 +296,16 @@ class LLMJudge:
         text = call_chat(self.chat, messages, self.timeout)
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
-            raise ValueError("no JSON object in the reply")
-        data = orjson.loads(text[start : end + 1])
-        score = data["faithfulness_score"]
+            raise ModelResponseError("no JSON object in the reply")
+        try:
+            data = orjson.loads(text[start : end + 1])
+            score = data["faithfulness_score"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ModelResponseError(f"the judge's reply is malformed: {exc!r}") from exc
         if isinstance(score, bool) or not isinstance(score, (int, float)):
-            raise ValueError("faithfulness_score is not a number")
+            raise ModelResponseError("faithfulness_score is not a number")
         if not 0.0 <= score <= 1.0:
-            raise ValueError(f"faithfulness_score {score} outside [0, 1]")
+            raise ModelResponseError(f"faithfulness_score {score} outside [0, 1]")
         return Faithfulness(
             float(score),
             _str_list(data.get("unsupported_claims", []), "unsupported_claims"),
@@ -408,7 +371,7 @@ def freshness_warnings(
     hits : sequence of Hit
         The sources, in marker order (``hits[0]`` is ``[1]``).
     question : str, optional
-        The question; a Chinese one (:func:`fastrag.answer.prompt.is_chinese`)
+        The question; a Chinese one (:func:`fastrag.text.cjk.is_chinese`)
         gets Chinese messages. English by default.
     now : datetime, optional
         The time to measure ages against (default: now, UTC); naive means UTC.

@@ -1,1 +1,1 @@
-"""fastrag.batch."""
+"""Ways in for large runs: answer files, Ray Data (:mod:`.distributed`), evaluation."""

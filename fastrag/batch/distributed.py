@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..answer.table import ANSWER_BATCH_SCHEMA
 from ..errors import ConfigError, DocumentError, StoreError, StoreNotFoundError
-from ..kb import ANSWER_BATCH_SCHEMA
 from ..retrieve.options import check_mode
 from ..store.sources import read_questions
 from .files import BATCH_SCHEMA, BatchProgress, BatchSummary, _writer
@@ -46,7 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["answer_dataset", "answer_file_ray"]
 
-_INSTALL_HINT = 'fastrag.batch.distributed needs Ray Data: pip install "fastrag-engine[distributed]"'
+_INSTALL_HINT = (
+    'fastrag.batch.distributed needs Ray Data: pip install "fastrag-engine[distributed]"'
+)
 _ANSWER_COLUMNS = ANSWER_BATCH_SCHEMA.names  # query_index, question, answer, ...
 _KEPT = ("id", "query_index", "question")  # input columns the output shares
 
@@ -148,7 +150,7 @@ def _numbered(ray: Any, ds: ray.data.Dataset, rows: int) -> ray.data.Dataset:
     count, number = ray.remote(_num_rows), ray.remote(_number_block)
     sizes = ray.get([count.remote(r) for r in refs])
     out, start = [], 0
-    for ref, size in zip(refs, sizes):
+    for ref, size in zip(refs, sizes, strict=False):
         if size:
             pieces = number.options(num_returns=-(-size // rows)).remote(ref, start, rows)
             out.extend(pieces if isinstance(pieces, list) else [pieces])
@@ -234,7 +236,7 @@ def answer_dataset(
     -------
     ray.data.Dataset
         Per question: ``id`` (when the input has one), the columns of
-        :data:`~fastrag.kb.ANSWER_BATCH_SCHEMA` with ``query_index`` =
+        :data:`~fastrag.answer.table.ANSWER_BATCH_SCHEMA` with ``query_index`` =
         the input's ``query_index`` if it has one, else the row's position in
         ``ds`` (numbered by one ordered pass over ``ds``), then the
         input's other columns. Error messages name questions by that position.
@@ -295,7 +297,7 @@ def _drop_done(table: pa.Table, done: pa.Array) -> pa.Table:
 def _questions_dataset(
     ray: Any, path: Path, block_rows: int, done: set[int]
 ) -> tuple[ray.data.Dataset, int, int]:
-    """The questions not in ``done`` (with ``query_index``), how many the file has, how many to do."""
+    """The questions not in ``done`` (with ``query_index``), the file's count, the count to do."""
     if path.suffix.lower() == ".parquet":
         if not path.is_file():
             raise StoreNotFoundError(f"{path}: no such file")
@@ -325,11 +327,13 @@ def _questions_dataset(
                 batch.append(q)
         if batch and (q is None or len(batch) == block_rows):
             tables.append(
-                pa.table({
-                    "query_index": pa.array([b.index for b in batch], pa.int32()),
-                    "id": pa.array([b.id for b in batch], pa.string()),
-                    "question": [b.text if isinstance(b.text, str) else None for b in batch],
-                })  # fmt: skip
+                pa.table(
+                    {
+                        "query_index": pa.array([b.index for b in batch], pa.int32()),
+                        "id": pa.array([b.id for b in batch], pa.string()),
+                        "question": [b.text if isinstance(b.text, str) else None for b in batch],
+                    }
+                )  # fmt: skip
             )
             batch = []
     todo = sum(t.num_rows for t in tables)
@@ -360,7 +364,7 @@ def answer_file_ray(
     local_cpus: int | None = None,
     progress: Callable[[BatchProgress], None] | None = None,
 ) -> BatchSummary:
-    """Answer a questions file on Ray into one answers file, like :func:`fastrag.batch.files.answer_file`.
+    """Answer a questions file on Ray into one answers file, like ``batch.files.answer_file``.
 
     The output is written by this process exactly as
     :func:`~fastrag.batch.files.answer_file` writes it (same columns; ``.jsonl``

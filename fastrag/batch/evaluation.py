@@ -101,9 +101,10 @@ def evaluate_beir(
         )
         seconds = time.perf_counter() - t
         ranked: list[list[str]] = [[] for _ in questions]
-        for qi, doc in zip(table.column("query_index").to_pylist(), table.column("doc_id").to_pylist()):
+        columns = (table.column("query_index").to_pylist(), table.column("doc_id").to_pylist())
+        for qi, doc in zip(*columns, strict=True):
             ranked[qi].append(doc)
-        run = dict(zip(qids, ranked))
+        run = dict(zip(qids, ranked, strict=False))
         ids = [q for q in ds.qrels if q in run]
         n = max(1, len(ids))
         report = EvalReport(

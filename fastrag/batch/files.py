@@ -30,15 +30,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._fs import fsync_dir
+from ..answer.table import ANSWER_BATCH_SCHEMA
 from ..errors import ConfigError, StoreError
-from ..kb import ANSWER_BATCH_SCHEMA, KnowledgeBase
+from ..kb import KnowledgeBase
 from ..store.sources import Question, count_questions, read_questions
 
 __all__ = ["BATCH_SCHEMA", "BatchProgress", "BatchSummary", "answer_file"]
 
 BATCH_SCHEMA = pa.schema([pa.field("id", pa.string()), *ANSWER_BATCH_SCHEMA])
 """Columns of a batch output file: the question's id (when the input has one), then
-:data:`~fastrag.kb.ANSWER_BATCH_SCHEMA` (``query_index`` is the position in the input)."""
+:data:`~fastrag.answer.table.ANSWER_BATCH_SCHEMA` (``query_index`` is the position in the input)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,11 @@ class _JsonlWriter:
         return done
 
     def write(self, table: pa.Table) -> None:
-        lines = b"".join(orjson.dumps(row) + b"\n" for row in table.to_pylist())
+        rows = table.to_pylist()
+        for row in rows:  # Arrow maps come back as lists of pairs: JSON objects instead
+            if isinstance(row.get("pii"), list):
+                row["pii"] = dict(row["pii"])
+        lines = b"".join(orjson.dumps(row) + b"\n" for row in rows)
         self._fh.write(lines)
         self._fh.flush()
 
@@ -255,7 +260,10 @@ def answer_file(
             todo = [q for q in batch if q.index not in writer.done]
             if todo:
                 table = kb.answer_batch(
-                    [q.text for q in todo], k=k, generator=generator, threads=threads,
+                    [q.text for q in todo],
+                    k=k,
+                    generator=generator,
+                    threads=threads,
                     **(answer_options or {}),
                 )
                 table = table.set_column(
@@ -268,7 +276,11 @@ def answer_file(
                 n_err = int(pa.compute.sum(err).as_py() or 0)
                 n_found = int(pa.compute.sum(table.column("found")).as_py() or 0)
                 n_cited = int(
-                    pa.compute.sum(pa.compute.greater(pa.compute.list_value_length(table.column("citations")), 0)).as_py()
+                    pa.compute.sum(
+                        pa.compute.greater(
+                            pa.compute.list_value_length(table.column("citations")), 0
+                        )
+                    ).as_py()
                     or 0
                 )
                 errors += n_err

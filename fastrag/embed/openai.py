@@ -411,7 +411,7 @@ class OpenAIEmbedder(ModelClient):
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastrag-embed") as pool:
             futures = [pool.submit(self._embed_batch, texts, rows, side) for rows in batches]
             try:
-                for rows, future in zip(batches, futures):
+                for rows, future in zip(batches, futures, strict=False):
                     out[rows] = future.result()
             except BaseException:
                 for future in futures:
@@ -451,6 +451,6 @@ class OpenAIEmbedder(ModelClient):
         if out is None:
             out = self._empty(len(texts))
         results = await all_or_cancel(self._aembed_batch(texts, rows, s) for rows in batches)
-        for rows, vectors in zip(batches, results):
+        for rows, vectors in zip(batches, results, strict=False):
             out[rows] = vectors
         return out

@@ -52,7 +52,7 @@ from .._threads import max_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError
 
-__all__ = ["BLAS_MIN_BATCH", "exact_topk", "merge_topk"]
+__all__ = ["BLAS_MIN_BATCH", "ExactIndex", "exact_topk", "merge_topk"]
 
 BLAS_MIN_BATCH: int = 48
 """Smallest batch (number of queries) served by the BLAS path.
@@ -202,10 +202,13 @@ def _scan_path(
     ids = np.empty((m, nblocks * k), dtype=np.int64)
     scores = np.empty((m, nblocks * k), dtype=np.float32)
     _topk.scan_topk(queries, corpus, mask, nblocks, ids, scores)
-    if nblocks == 1:
-        _topk.finalize_heaps(ids, scores)
-        return ids, scores
-    return _topk.merge_topk(ids, scores, k)
+    # The merge touches nblocks * k candidates a query: one thread (a parallel
+    # region would wait for the other core, which a busy machine lends late).
+    with _threads(1):
+        if nblocks == 1:
+            _topk.finalize_heaps(ids, scores)
+            return ids, scores
+        return _topk.merge_topk(ids, scores, k)
 
 
 def _helper_pool() -> ThreadPoolExecutor:
@@ -361,7 +364,15 @@ def exact_topk(
     n, d = c.shape
     q = _check_queries(queries, d)
     msk = _check_mask(mask, n)
+    return _search(q, c, msk, kk, threads)
+
+
+def _search(
+    q: np.ndarray, c: np.ndarray, msk: np.ndarray | None, kk: int, threads: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`exact_topk` on checked inputs (float32 C-contiguous, read-only corpus)."""
     m = q.shape[0]
+    n, d = c.shape
     eligible = n if msk is None else int(np.count_nonzero(msk))
     kk = min(kk, eligible)
     if kk == 0 or m == 0:
@@ -428,3 +439,78 @@ def merge_topk(
         s = s.copy()
     with _threads(threads, work=i.size * 12):
         return _topk.merge_topk(i, s, kk)
+
+
+class ExactIndex:
+    """Exact search over a chunk store's vector blocks (a :class:`~fastrag.index.base.VectorIndex`).
+
+    Parameters
+    ----------
+    blocks : sequence of numpy.ndarray
+        float32 C-contiguous ``(n_i, dim)`` matrices (the store's segment
+        views, memory-mapped and never copied); block ``i`` holds rows
+        ``sum(n_0..n_{i-1}) ..``.
+    dim : int
+        Vector dimension (for an empty store).
+    alive : numpy.ndarray, optional
+        bool over all rows: False for deleted rows; ``None`` when none is.
+    """
+
+    kind = "exact"
+
+    def __init__(self, blocks: list[np.ndarray], dim: int, alive: np.ndarray | None = None) -> None:
+        self._blocks = [_check_corpus(b) for b in blocks]
+        sizes = [b.shape[0] for b in self._blocks]
+        self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+        self.dim = dim
+        self.alive = alive
+        if alive is not None and alive.shape != (int(self._bases[-1]),):
+            raise ConfigError(
+                f"alive has shape {alive.shape}, the blocks hold {self._bases[-1]} rows"
+            )
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of all blocks, deleted ones included."""
+        return int(self._bases[-1])
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors of global ``rows`` (a gathered copy), float32 ``(len(rows), dim)``."""
+        out = np.empty((rows.size, self.dim), dtype=np.float32)
+        block = np.searchsorted(self._bases, rows, side="right") - 1
+        for b in np.unique(block).tolist():
+            pick = block == b
+            out[pick] = self._blocks[b][rows[pick] - self._bases[b]]
+        return out
+
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        mask: np.ndarray | None = None,
+        exact: bool = True,
+        threads: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact top-``k`` (see :meth:`fastrag.index.base.VectorIndex.search`)."""
+        kk = _check_k(k)
+        eligible = self.alive if mask is None else _check_mask(mask, self.n_rows)
+        q = _check_queries(queries, self.dim)
+        m = q.shape[0]
+        parts_ids, parts_scores = [], []
+        for b, block in enumerate(self._blocks):
+            lo, hi = int(self._bases[b]), int(self._bases[b + 1])
+            sub = None if eligible is None else eligible[lo:hi]
+            if hi == lo or (sub is not None and not sub.any()):
+                continue
+            ids, scores = _search(q, block, sub, min(kk, hi - lo), threads)
+            parts_ids.append(ids + lo)
+            parts_scores.append(scores)
+        if not parts_ids:
+            return np.zeros((m, 0), dtype=np.int64), np.zeros((m, 0), dtype=np.float32)
+        if len(parts_ids) == 1:
+            return parts_ids[0], parts_scores[0]
+        ids = np.ascontiguousarray(np.concatenate(parts_ids, axis=1))
+        scores = np.ascontiguousarray(np.concatenate(parts_scores, axis=1))
+        with _threads(threads, work=ids.size * 12):
+            return _topk.merge_topk(ids, scores, min(kk, ids.shape[1]))

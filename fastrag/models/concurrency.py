@@ -8,8 +8,9 @@
 - a plain callable runs on a thread pool of ``max_concurrency`` workers
   (``max_concurrency=1``: in this thread, one after the other);
 - ``requests_per_minute`` and ``tokens_per_minute`` space the calls out: a
-  call starts only when both budgets allow it (tokens are the prompt's
-  estimate, see :func:`estimate_tokens`);
+  call starts only when both budgets allow it (tokens are what the caller's
+  ``cost(question, hits)`` estimates: the answer pipeline passes the same
+  estimator as its context budget, applied to the prompt);
 - a call that finally fails (after the client's own retries) yields its
   exception in its slot; the others go on. Results keep the input order.
 """
@@ -18,33 +19,31 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..answer.prompt import build_user_message
 from ..errors import ConfigError
+from ..text.tokens import estimate_tokens
 from ..types import Generation, Hit
 
 __all__ = [
     "STREAM_BLOCK",
+    "Cost",
     "RateLimiter",
-    "estimate_tokens",
     "generate_all",
     "generate_stream",
     "streams",
 ]
 
-_CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
+Cost = Callable[[str, Sequence[Hit]], int]
+"""``cost(question, hits) -> tokens``: what one call spends of ``tokens_per_minute``."""
 
 
-def estimate_tokens(text: str) -> int:
-    """Rough token count: about 4 ASCII characters or 2 CJK characters a token."""
-    cjk = len(_CJK.findall(text))
-    return max(1, (len(text) - cjk + 3) // 4 + (cjk + 1) // 2)
+def _default_cost(question: str, hits: Sequence[Hit]) -> int:
+    return estimate_tokens(question) + sum(estimate_tokens(h.text) for h in hits)
 
 
 class RateLimiter:
@@ -114,7 +113,11 @@ def _has_async(generator: Any) -> bool:
 
 
 def _check_concurrency(max_concurrency: Any) -> None:
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+    if (
+        isinstance(max_concurrency, bool)
+        or not isinstance(max_concurrency, int)
+        or max_concurrency < 1
+    ):
         raise ConfigError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
 
 
@@ -135,6 +138,7 @@ def generate_stream(
     max_concurrency: int = 1,
     requests_per_minute: float | None = None,
     tokens_per_minute: float | None = None,
+    cost: Cost | None = None,
 ) -> list[Generation | BaseException]:
     """:func:`generate_all` over items that arrive in blocks, in order.
 
@@ -149,7 +153,7 @@ def generate_stream(
     ----------
     blocks : iterable of sequences of (str, sequence of Hit)
         Questions and their hits, block by block.
-    generator, call, max_concurrency, requests_per_minute, tokens_per_minute
+    generator, call, max_concurrency, requests_per_minute, tokens_per_minute, cost
         As for :func:`generate_all`.
 
     Returns
@@ -163,9 +167,12 @@ def generate_stream(
         return generate_all(
             generator, items, call=call, max_concurrency=max_concurrency,
             requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute,
+            cost=cost,
         )  # fmt: skip
     limiter = RateLimiter(requests_per_minute, tokens_per_minute)
-    return _run_loop(_stream_async(generator, iter(blocks), max_concurrency, limiter))
+    return _run_loop(
+        _stream_async(generator, iter(blocks), max_concurrency, limiter, cost or _default_cost)
+    )
 
 
 def generate_all(
@@ -176,6 +183,7 @@ def generate_all(
     max_concurrency: int = 1,
     requests_per_minute: float | None = None,
     tokens_per_minute: float | None = None,
+    cost: Cost | None = None,
 ) -> list[Generation | BaseException]:
     """Generate an answer for every ``(question, hits)``, concurrently (see the module docstring).
 
@@ -191,6 +199,9 @@ def generate_all(
         Calls in flight at once.
     requests_per_minute, tokens_per_minute : float, optional
         Rate limits.
+    cost : callable, optional
+        ``cost(question, hits) -> tokens`` of one call (default: the token
+        estimate of the question and the hits' texts).
 
     Returns
     -------
@@ -200,15 +211,16 @@ def generate_all(
     _check_concurrency(max_concurrency)
     limiter = RateLimiter(requests_per_minute, tokens_per_minute)
     sync_call = call or generator
+    cost = cost or _default_cost
     if not items:
         return []
     if _has_async(generator) and (max_concurrency > 1 or limiter.active):
-        return _run_loop(_generate_async(generator, items, max_concurrency, limiter))
+        return _run_loop(_generate_async(generator, items, max_concurrency, limiter, cost))
 
     def one(item: tuple[str, Sequence[Hit]]) -> Generation | BaseException:
         question, hits = item
         if limiter.active:
-            limiter.acquire(estimate_tokens(build_user_message(question, hits)))
+            limiter.acquire(cost(question, hits))
         try:
             return sync_call(question, hits)
         except Exception as exc:  # noqa: BLE001 - reported in the item's slot
@@ -225,8 +237,9 @@ async def _generate_async(
     items: Sequence[tuple[str, Sequence[Hit]]],
     max_concurrency: int,
     limiter: RateLimiter,
+    cost: Cost,
 ) -> list[Generation | BaseException]:
-    return await _stream_async(generator, iter([items]), max_concurrency, limiter)
+    return await _stream_async(generator, iter([items]), max_concurrency, limiter, cost)
 
 
 async def _stream_async(
@@ -234,13 +247,14 @@ async def _stream_async(
     blocks: Iterator[Sequence[tuple[str, Sequence[Hit]]]],
     max_concurrency: int,
     limiter: RateLimiter,
+    cost: Cost,
 ) -> list[Generation | BaseException]:
     semaphore = asyncio.Semaphore(max_concurrency)
 
     async def one(question: str, hits: Sequence[Hit]) -> Generation | BaseException:
         async with semaphore:
             if limiter.active:
-                await limiter.acquire_async(estimate_tokens(build_user_message(question, hits)))
+                await limiter.acquire_async(cost(question, hits))
             try:
                 return await generator.agenerate(question, hits)
             except Exception as exc:  # noqa: BLE001 - reported in the item's slot

@@ -1,1 +1,21 @@
-"""fastrag.retrieve."""
+"""The retrieval layer: questions to ranked rows and hits (see :mod:`.retriever`)."""
+
+from .corpus import Corpus
+from .filters import Principal
+from .options import RetrievalConfig, RetrievalOptions
+from .rerank import LLMReranker
+from .retriever import Ranked, Retriever
+from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
+
+__all__ = [
+    "Corpus",
+    "LLMReranker",
+    "LLMRewriter",
+    "Principal",
+    "QueryRewriter",
+    "Ranked",
+    "RetrievalConfig",
+    "RetrievalOptions",
+    "Retriever",
+    "RewrittenQuery",
+]

@@ -14,9 +14,13 @@ prompt, citation or batch row.
   which must hold (``{"updated_at": {">=": "2026-01-01"}}``).
 
 Fields are the chunk columns (``doc_id``, ``title``, ``source``,
-``updated_at``, ``ord``, ``start``, ``end``, ``chunk_id``) and any user
+``section``, ``updated_at``, ``ord``, ``start``, ``end``, ``chunk_id``) and any user
 metadata field. A chunk without the field never matches. ``updated_at``
 conditions take datetimes, dates, ISO-8601 strings or epoch seconds.
+
+Limits (bounded work for any input): at most :data:`MAX_WHERE_CONDITIONS`
+field-operator conditions, and values nested at most :data:`MAX_WHERE_DEPTH`
+levels deep (counting ``where`` itself); beyond either, a ``ConfigError``.
 
 Access control: a chunk is admitted to a :class:`Principal` when its ``acl``
 is empty or missing (public), or shares an entry with the principal's user
@@ -38,7 +42,20 @@ import pyarrow.compute as pc
 from ..errors import ConfigError
 from ..store.documents import parse_updated_at
 
-__all__ = ["Principal", "acl_mask", "canonical_key", "where_mask"]
+__all__ = [
+    "MAX_WHERE_CONDITIONS",
+    "MAX_WHERE_DEPTH",
+    "Principal",
+    "acl_mask",
+    "canonical_key",
+    "check_where",
+    "where_mask",
+]
+
+MAX_WHERE_CONDITIONS = 1024
+"""Field-operator conditions one ``where`` may hold."""
+MAX_WHERE_DEPTH = 16
+"""Nesting levels of a ``where`` (itself, a field's operators, a list of values, ...)."""
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "eq": operator.eq,
@@ -50,7 +67,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 _ALIASES = {"==": "eq", "!=": "ne", ">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
 _NUMERIC_COLUMNS = ("chunk_id", "ord", "start", "end")
-_STRING_COLUMNS = ("doc_id", "title", "source")
+_STRING_COLUMNS = ("doc_id", "title", "source", "section")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,28 +111,98 @@ def _conditions(field: str, cond: Any) -> list[tuple[str, Any]]:
             if name in ("in", "not_in"):
                 if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
                     raise ConfigError(f"where[{field!r}]: {op!r} takes a list of values")
-                value = list(value)
+                value = _Members(value)
             out.append((name, value))
         if not out:
             raise ConfigError(f"where[{field!r}]: empty condition")
         return out
     if isinstance(cond, (list, tuple, set, frozenset)):
-        return [("in", list(cond))]
+        return [("in", _Members(cond))]
     return [("eq", cond)]
 
 
+class _Members(list):  # type: ignore[type-arg]
+    """The values of an ``in`` condition: a list, with O(1) membership for hashable values."""
+
+    def __init__(self, values: Iterable[Any]) -> None:
+        super().__init__(values)
+        hashable, rest = set(), []
+        for v in self:
+            try:
+                hashable.add(v)
+            except TypeError:
+                rest.append(v)
+        self._set, self._rest = hashable, rest
+
+    def __contains__(self, value: object) -> bool:
+        try:
+            if value in self._set:
+                return True
+        except TypeError:  # an unhashable value (a list or dict from the metadata)
+            pass
+        return any(value == v for v in self._rest)
+
+
+_CONTAINERS = (Mapping, list, tuple, set, frozenset)
+
+
+def check_where(where: Mapping[str, Any] | None) -> None:
+    """Check the shape and the size of a ``where`` filter (bounded work, whatever its size).
+
+    Raises
+    ------
+    ConfigError
+        ``where`` is not a mapping of field names, holds more than
+        :data:`MAX_WHERE_CONDITIONS` conditions, or nests deeper than
+        :data:`MAX_WHERE_DEPTH` levels.
+    """
+    if where is None:
+        return
+    if not isinstance(where, Mapping):
+        raise ConfigError(
+            f"where must be a mapping of field to condition, got {type(where).__name__}"
+        )
+    if len(where) > MAX_WHERE_CONDITIONS:
+        raise ConfigError(
+            f"where has {len(where):,} fields; at most {MAX_WHERE_CONDITIONS:,} conditions "
+            "are allowed"
+        )
+    count = 0
+    for field, cond in where.items():
+        if not isinstance(field, str):
+            raise ConfigError(f"where keys are field names, got {field!r}")
+        count += len(cond) if isinstance(cond, Mapping) else 1
+        if count > MAX_WHERE_CONDITIONS:
+            raise ConfigError(f"where has more than {MAX_WHERE_CONDITIONS:,} conditions")
+        stack = [(cond, 2)]  # iterative: a hostile depth cannot exhaust the Python stack
+        while stack:
+            value, depth = stack.pop()
+            if not isinstance(value, _CONTAINERS):
+                continue
+            if depth > MAX_WHERE_DEPTH:
+                raise ConfigError(f"where[{field!r}] nests deeper than {MAX_WHERE_DEPTH} levels")
+            children = value.values() if isinstance(value, Mapping) else value
+            stack.extend((c, depth + 1) for c in children if isinstance(c, _CONTAINERS))
+
+
 def canonical_key(where: Mapping[str, Any] | None, principal: Principal | None) -> bytes:
-    """A stable key for a filter (for caching masks)."""
-    return orjson.dumps(
-        {
-            "where": where or {},
-            "principal": None
-            if principal is None
-            else {"user": principal.user, "groups": sorted(principal.groups)},
-        },
-        option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
-        default=str,
-    )
+    """A stable key for a filter (for caching masks); checks ``where`` (:func:`check_where`)."""
+    check_where(where)
+    try:
+        return orjson.dumps(
+            {
+                "where": where or {},
+                "principal": None
+                if principal is None
+                else {"user": principal.user, "groups": sorted(principal.groups)},
+            },
+            option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        )
+    except orjson.JSONEncodeError as exc:  # e.g. a lone surrogate in a value or a name
+        raise ConfigError(
+            f"where or principal holds a value that is not valid text: {exc}"
+        ) from exc
 
 
 def _test_value(value: Any, conds: list[tuple[str, Any]]) -> bool:
@@ -146,15 +233,27 @@ def _dict_column_mask(column: pa.Array, conds: list[tuple[str, Any]]) -> np.ndar
     return ok[idx]
 
 
-def _metadata_mask(column: pa.Array, field: str, conds: list[tuple[str, Any]]) -> np.ndarray:
-    values = column.dictionary.to_pylist()
-    ok = []
-    for raw in values:
+def _metadata_mask(
+    column: pa.Array, rows: np.ndarray, fields: list[tuple[str, list[tuple[str, Any]]]]
+) -> np.ndarray:
+    """Rows whose metadata satisfies every ``(field, conditions)``, among ``rows`` (a mask).
+
+    Each distinct metadata object that ``rows`` use is parsed once and tested
+    field by field until one fails, so the work is bounded by the distinct
+    objects times the conditions, never the rows times the conditions.
+    """
+    if not pa.types.is_dictionary(column.type):
+        column = column.dictionary_encode()
+    dictionary = column.dictionary
+    indices = column.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False)
+    ok = np.zeros(len(dictionary) + 1, dtype=np.bool_)  # the last slot: no metadata
+    used = np.unique(indices[rows])
+    used = used[used < len(dictionary)]
+    for i, raw in zip(used, dictionary.take(pa.array(used)).to_pylist(), strict=True):
         meta = orjson.loads(raw) if raw else {}
-        ok.append(_test_value(meta.get(field), conds) if isinstance(meta, dict) else False)
-    table = np.array(ok + [False], dtype=np.bool_)
-    idx = column.indices.fill_null(len(values)).to_numpy(zero_copy_only=False)
-    return table[idx]
+        if isinstance(meta, dict):
+            ok[i] = all(_test_value(meta.get(field), conds) for field, conds in fields)
+    return ok[indices]
 
 
 def _timestamp_mask(column: pa.Array, conds: list[tuple[str, Any]]) -> np.ndarray:
@@ -191,12 +290,10 @@ def _numeric_mask(column: pa.Array, field: str, conds: list[tuple[str, Any]]) ->
 
 def where_mask(batch: pa.RecordBatch, where: Mapping[str, Any]) -> np.ndarray:
     """Rows of ``batch`` (a store segment) that satisfy every condition of ``where``."""
-    if not isinstance(where, Mapping):
-        raise ConfigError(f"where must be a mapping of field to condition, got {type(where).__name__}")
+    check_where(where)
     mask = np.ones(batch.num_rows, dtype=np.bool_)
+    metadata: list[tuple[str, list[tuple[str, Any]]]] = []
     for field, cond in where.items():
-        if not isinstance(field, str):
-            raise ConfigError(f"where keys are field names, got {field!r}")
         conds = _conditions(field, cond)
         if field == "updated_at":
             mask &= _timestamp_mask(batch.column("updated_at"), conds)
@@ -209,7 +306,9 @@ def where_mask(batch: pa.RecordBatch, where: Mapping[str, Any]) -> np.ndarray:
                 f"where[{field!r}]: cannot filter on {field}; use principal= for access control"
             )
         else:
-            mask &= _metadata_mask(batch.column("metadata"), field, conds)
+            metadata.append((field, conds))
+    if metadata and mask.any():
+        mask &= _metadata_mask(batch.column("metadata"), mask, metadata)
     return mask
 
 

@@ -1,4 +1,4 @@
-"""Retrieval: the vector leg, the keyword leg, and their fusion.
+"""How retrieval is configured: per knowledge base (:class:`RetrievalConfig`) and per call.
 
 Modes:
 
@@ -14,8 +14,8 @@ Modes:
   not return contributes nothing for that leg.
 
 Every leg applies the same row mask (deletions, ``where`` filters, the
-caller's :class:`~fastrag.retrieve.filters.Principal`) before ranking, so an
-ineligible chunk can never be returned, whatever the mode or index.
+caller's :class:`~fastrag.Principal`) before ranking, so an ineligible chunk
+can never be returned, whatever the mode or index.
 
 Each hit carries ``score`` (the ranking score of the mode: cosine, BM25, or
 fused) and ``relevance`` in ``[0, 1]`` for thresholds and confidence:
@@ -26,21 +26,44 @@ fused) and ``relevance`` in ``[0, 1]`` for thresholds and confidence:
   question's weight the chunk matches;
 - hybrid: the larger of the two (the keyword share is 0 for a chunk the
   keyword leg did not return).
+
+:class:`RetrievalOptions` are the per-call choices (mode, filters, principal,
+exact search, rewriting, reranking, grouping, threads); keyword arguments of
+``KnowledgeBase.retrieve`` and friends are shorthand for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from .._threads import resolve_threads
 from ..errors import ConfigError
+from .filters import Principal
 
-__all__ = ["MODES", "RetrievalConfig", "fuse", "group_first"]
+__all__ = [
+    "MAX_K",
+    "MAX_QUESTION_CHARS",
+    "MODES",
+    "RetrievalConfig",
+    "RetrievalOptions",
+    "check_k",
+    "check_mode",
+    "check_question",
+    "split_options",
+]
 
 MODES = ("hybrid", "vector", "keyword")
+
+MAX_K = 100_000
+"""Largest ``k`` a call may ask for (results are also capped by the eligible chunks)."""
+
+MAX_QUESTION_CHARS = 10_000
+"""Default longest question, in characters (:attr:`RetrievalConfig.max_question_chars`)."""
+
+GROUP_BY = (None, "doc")
 
 
 @dataclass(frozen=True)
@@ -67,6 +90,9 @@ class RetrievalConfig:
         every chunk of a ranked document receives its document's share);
         default 3.0. BENCHMARKS.md ("Hybrid retrieval") has the grid these
         defaults were chosen from.
+    max_question_chars : int, default MAX_QUESTION_CHARS
+        Longer questions are refused with a :class:`~fastrag.errors.ConfigError`
+        (every stage's work grows with the question's length).
     """
 
     mode: str = "hybrid"
@@ -75,10 +101,11 @@ class RetrievalConfig:
     vector_weight: float | None = None
     keyword_weight: float = 1.0
     document_weight: float = 3.0
+    max_question_chars: int = MAX_QUESTION_CHARS
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
-        for name in ("rrf_k", "oversample"):
+        for name in ("rrf_k", "oversample", "max_question_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
@@ -91,18 +118,13 @@ class RetrievalConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings."""
-        return {
-            "mode": self.mode,
-            "rrf_k": self.rrf_k,
-            "oversample": self.oversample,
-            "vector_weight": self.vector_weight,
-            "keyword_weight": self.keyword_weight,
-            "document_weight": self.document_weight,
-        }
+        return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RetrievalConfig:
+    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalConfig:
         """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"retrieval settings must be a mapping, got {type(data).__name__}")
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
@@ -115,9 +137,12 @@ def vector_weight_for(config: RetrievalConfig, embedder: object) -> float:
     """The vector leg's weight: the configured one, or the embedder-dependent default."""
     if config.vector_weight is not None:
         return float(config.vector_weight)
-    from ..embed.vocabulary import VocabularyEmbedder
-
-    return VOCABULARY_VECTOR_WEIGHT if isinstance(embedder, VocabularyEmbedder) else 1.0
+    kind = getattr(embedder, "config", None)
+    try:
+        name = kind()["type"] if callable(kind) else None
+    except Exception:  # noqa: BLE001 - an unfitted embedder: the character embedder's default
+        name = "vocabulary"
+    return VOCABULARY_VECTOR_WEIGHT if name == "vocabulary" else 1.0
 
 
 def check_mode(mode: object) -> str:
@@ -127,89 +152,164 @@ def check_mode(mode: object) -> str:
     return str(mode)
 
 
-def fuse(
-    legs: Sequence[tuple[np.ndarray, float]], k: int, rrf_k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted reciprocal rank fusion of ranked row lists, per question.
+def check_k(k: object) -> int:
+    """Validate ``k``: an int in ``[1, MAX_K]``."""
+    if isinstance(k, bool) or not isinstance(k, int) and not hasattr(k, "__index__"):
+        raise ConfigError(f"k must be a positive int, got {k!r}")
+    try:
+        value = int(k.__index__())  # type: ignore[union-attr]
+    except (TypeError, AttributeError) as exc:
+        raise ConfigError(f"k must be a positive int, got {k!r}") from exc
+    if value < 1:
+        raise ConfigError(f"k must be a positive int, got {k!r}")
+    if value > MAX_K:
+        raise ConfigError(f"k must be at most {MAX_K:,}, got {value:,}")
+    return value
+
+
+def check_question(question: object, limit: int, where: str = "question") -> str:
+    """Validate one question: a non-empty str of at most ``limit`` characters."""
+    if not isinstance(question, str):
+        raise ConfigError(f"{where} must be a str, got {type(question).__name__}")
+    if not question.strip():
+        raise ConfigError(f"{where} is empty")
+    if len(question) > limit:
+        raise ConfigError(
+            f"{where} has {len(question):,} characters, more than the limit of {limit:,} "
+            "(RetrievalConfig.max_question_chars)"
+        )
+    return question
+
+
+@dataclass(frozen=True)
+class RetrievalOptions:
+    """Per-call retrieval choices (keyword arguments of the retrieve and answer methods).
 
     Parameters
     ----------
-    legs : sequence of (rows, weight)
-        ``rows`` int64 ``(m, c)``, best first, ``-1`` padding.
-    k : int
-        Results per question.
-    rrf_k : int
-        The fusion constant.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        rows int64 ``(m, k')`` and fused scores float32, best first (ties by
-        the lower row), ``-1`` / ``-inf`` padding when fewer than ``k'``
-        distinct rows were found; ``k'`` is ``min(k, widest candidate list)``.
+    mode : {"hybrid", "vector", "keyword"} or None
+        ``None``: the knowledge base's default mode.
+    where : mapping, optional
+        Metadata filter (see :mod:`fastrag.retrieve.filters`).
+    principal : Principal, optional
+        The caller: chunks whose ``acl`` does not admit it are never returned.
+    exact : bool, default False
+        Exact vector search even when the knowledge base has an HNSW index.
+    rewrite : bool, default True
+        Pass the question through the query rewriter (its keywords feed the
+        keyword legs; the vector leg embeds the question as asked, or an
+        LLM rewriter's query).
+    reranker : callable, optional
+        ``reranker(question, hits) -> hits``; on any failure the retrieval
+        order is kept. An LLM reranker sees redacted text.
+    group_by : {None, "doc"}
+        ``"doc"``: the best chunk of each of the ``k`` best documents.
+    threads : int, optional
+        Threads for the kernels of this call.
+    acl_statistics : {"global", "per_principal"}, default "global"
+        BM25's statistics (row count, term document frequencies, mean
+        length) over every row (``"global"``, the fast default), or over the
+        rows ``where`` and ``principal`` admit (``"per_principal"``), so that
+        keyword scores, relevance and confidence cannot reveal whether a
+        document the caller may not read contains a query term. Slower
+        (numpy over the query terms' postings).
     """
-    m = legs[0][0].shape[0]
-    width = min(k, sum(r.shape[1] for r, _ in legs))
-    out_rows = np.full((m, width), -1, dtype=np.int64)
-    out_scores = np.full((m, width), -np.inf, dtype=np.float32)
-    if width == 0:
-        return out_rows, out_scores
-    for q in range(m):
-        ids_parts, score_parts = [], []
-        for rows, weight in legs:
-            r = rows[q]
-            valid = r >= 0
-            r = r[valid]
-            if r.size == 0 or weight == 0:
-                continue
-            ids_parts.append(r)
-            score_parts.append(weight / (rrf_k + np.flatnonzero(valid) + 1.0))
-        if not ids_parts:
-            continue
-        ids = np.concatenate(ids_parts)
-        contrib = np.concatenate(score_parts)
-        uniq, inverse = np.unique(ids, return_inverse=True)
-        total = np.zeros(uniq.size, dtype=np.float64)
-        np.add.at(total, inverse, contrib)
-        order = np.lexsort((uniq, -total))[:width]
-        out_rows[q, : order.size] = uniq[order]
-        out_scores[q, : order.size] = total[order]
-    return out_rows, out_scores
+
+    mode: str | None = None
+    where: Mapping[str, Any] | None = None
+    principal: Principal | None = None
+    exact: bool = False
+    rewrite: bool = True
+    reranker: Callable[..., Any] | None = None
+    group_by: str | None = None
+    threads: int | None = None
+    acl_statistics: str = "global"
+
+    def __post_init__(self) -> None:
+        if self.acl_statistics not in ("global", "per_principal"):
+            raise ConfigError(
+                f"acl_statistics must be 'global' or 'per_principal', got {self.acl_statistics!r}"
+            )
+        if self.mode is not None:
+            check_mode(self.mode)
+        if self.where is not None and not isinstance(self.where, Mapping):
+            raise ConfigError(f"where must be a mapping, got {type(self.where).__name__}")
+        if self.principal is not None and not isinstance(self.principal, Principal):
+            raise ConfigError(
+                f"principal must be a fastrag.Principal, got {type(self.principal).__name__}"
+            )
+        for name in ("exact", "rewrite"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.reranker is not None and not callable(self.reranker):
+            raise ConfigError(
+                f"reranker must be callable as reranker(question, hits), got "
+                f"{type(self.reranker).__name__}"
+            )
+        if self.group_by not in GROUP_BY:
+            raise ConfigError(f"group_by must be None or 'doc', got {self.group_by!r}")
+        resolve_threads(self.threads)
+
+    def replace(self, **changes: Any) -> RetrievalOptions:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
 
 
-def group_first(rows: np.ndarray, groups: np.ndarray, k: int) -> np.ndarray:
-    """Per question, the first ``k`` rows of distinct groups (``-1`` padding kept last).
+_RETRIEVAL_FIELDS = frozenset(f.name for f in dataclasses.fields(RetrievalOptions))
+
+
+def split_options(
+    given: Mapping[str, Any],
+    groups: Sequence[tuple[str, Any, frozenset[str]]],
+) -> list[Any]:
+    """Sort keyword shorthand into option objects, naming any option no group knows.
 
     Parameters
     ----------
-    rows : numpy.ndarray
-        int64 ``(m, c)`` ranked rows, ``-1`` padding.
-    groups : numpy.ndarray
-        Group (document) number of every global row.
-    k : int
-        Results per question.
+    given : mapping
+        The keyword arguments of a call.
+    groups : sequence of (label, base, fields)
+        Per option class: a label for messages, the object the call passed
+        (a frozen dataclass instance of that class) and its field names.
 
     Returns
     -------
-    numpy.ndarray
-        int64 ``(m, c)``: column positions into ``rows`` of the kept rows,
-        ``-1`` padding (use them to pick rows and their scores).
+    list
+        Per group, ``base`` with the keyword arguments of its fields applied.
+
+    Raises
+    ------
+    ConfigError
+        On an argument that is no group's field.
     """
-    m, c = rows.shape
-    out = np.full((m, min(k, c)), -1, dtype=np.int64)
-    for q in range(m):
-        seen: set[int] = set()
-        n = 0
-        for j in range(c):
-            r = rows[q, j]
-            if r < 0:
-                break
-            g = int(groups[r])
-            if g in seen:
-                continue
-            seen.add(g)
-            out[q, n] = j
-            n += 1
-            if n == out.shape[1]:
-                break
+    if not given:
+        return [base for _, base, _ in groups]
+    known = set().union(*(fields for _, _, fields in groups))
+    unknown = sorted(set(given) - known)
+    if unknown:
+        listing = "; ".join(f"{label}: {', '.join(sorted(fields))}" for label, _, fields in groups)
+        raise ConfigError(f"unknown option(s) {', '.join(map(repr, unknown))} ({listing})")
+    out = []
+    for _, base, fields in groups:
+        mine = {k: v for k, v in given.items() if k in fields}
+        out.append(dataclasses.replace(base, **mine) if mine else base)
     return out
+
+
+def retrieval_options(options: RetrievalOptions | None, given: Mapping[str, Any]) -> RetrievalOptions:
+    """``options`` (default ``RetrievalOptions()``) with keyword shorthand applied."""
+    base = _check_options(options, RetrievalOptions, "options")
+    (out,) = split_options(given, [("retrieval options", base, _RETRIEVAL_FIELDS)])
+    return out  # type: ignore[no-any-return]
+
+
+def _check_options(value: Any, cls: type, name: str) -> Any:
+    if value is None:
+        return cls()
+    if not isinstance(value, cls):
+        raise ConfigError(f"{name} must be a fastrag.{cls.__name__}, got {type(value).__name__}")
+    return value
+
+
+RETRIEVAL_FIELDS = _RETRIEVAL_FIELDS
+"""Field names of :class:`RetrievalOptions`."""

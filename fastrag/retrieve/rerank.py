@@ -20,7 +20,9 @@ from typing import Any
 
 import orjson
 
+from ..errors import ModelResponseError
 from ..types import Hit
+from .rewrite import chat_callable
 
 __all__ = ["LLMReranker", "Reranker", "apply_reranker"]
 
@@ -35,14 +37,23 @@ _PROMPT = (
 )
 
 
-def apply_reranker(reranker: Reranker | None, question: str, hits: list[Hit]) -> list[Hit]:
-    """Run a reranker safely (see the module docstring)."""
+def apply_reranker(
+    reranker: Reranker | None, question: str, hits: list[Hit], failures: list[str] | None = None
+) -> list[Hit]:
+    """Run a reranker safely (see the module docstring).
+
+    A failure is logged as a warning and, when ``failures`` is given,
+    appended to it (``"TypeError: ..."``): the caller reports it.
+    """
     if reranker is None or len(hits) < 2:
         return hits
     try:
         out = list(reranker(question, hits))
     except Exception as exc:  # noqa: BLE001 - a failing reranker keeps the retrieval order
-        log.warning("reranker failed (%s: %s); keeping the retrieval order", type(exc).__name__, exc)
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("reranker failed (%s); keeping the retrieval order", reason)
+        if failures is not None:
+            failures.append(reason)
         return hits
     given = {h.chunk_id: h for h in hits}
     ordered: list[Hit] = []
@@ -62,8 +73,8 @@ class LLMReranker:
     Parameters
     ----------
     chat : object
-        Anything with ``chat(messages) -> (text, usage)``, such as
-        :class:`~fastrag.OpenAIChatGenerator`.
+        A chat client such as :class:`~fastrag.OpenAIChatGenerator` (its
+        ``chat`` method is used), or any ``chat(messages) -> (text, usage)``.
     max_candidates : int, default 20
         Hits sent to the model; the rest keep their place after them.
     max_chars : int, default 1000
@@ -74,6 +85,9 @@ class LLMReranker:
     max_candidates: int = 20
     max_chars: int = 1000
 
+    def __post_init__(self) -> None:
+        chat_callable(self.chat)  # fail now on an object that cannot chat
+
     def __call__(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
         """Return the candidates ordered by the model's scores, then the rest."""
         candidates = list(hits[: self.max_candidates])
@@ -81,22 +95,38 @@ class LLMReranker:
         passages = "\n\n".join(
             f"chunk_id: {h.chunk_id}\n{h.text[: self.max_chars]}" for h in candidates
         )
-        text, _ = self.chat(
+        text, _ = chat_callable(self.chat)(
             [
                 {"role": "system", "content": _PROMPT},
                 {"role": "user", "content": f"Question: {question}\n\nPassages:\n\n{passages}"},
             ]
         )
-        start, end = text.find("{"), text.rfind("}")
-        data = orjson.loads(text[start : end + 1])
-        scores: dict[int, float] = {}
-        for item in data["rankings"]:
-            score = float(item["relevance_score"])
-            if not 0.0 <= score <= 1.0:
-                raise ValueError(f"relevance_score {score} outside [0, 1]")
-            scores[int(item["chunk_id"])] = score
+        scores = _parse_scores(text)
         position = {h.chunk_id: i for i, h in enumerate(candidates)}
         ranked = sorted(
             candidates, key=lambda h: (-scores.get(h.chunk_id, -1.0), position[h.chunk_id])
         )
         return ranked + rest
+
+
+def _parse_scores(text: Any) -> dict[int, float]:
+    """Chunk id -> score of a reranker reply, or :class:`ModelResponseError` naming the problem."""
+    if not isinstance(text, str):
+        raise ModelResponseError(f"the reranker's reply is {type(text).__name__}, not text")
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = orjson.loads(text[start : end + 1]) if start >= 0 < end else None
+        rankings = data["rankings"] if isinstance(data, dict) else None
+        if not isinstance(rankings, list):
+            raise ModelResponseError("the reranker's reply has no 'rankings' list")
+        scores: dict[int, float] = {}
+        for item in rankings:
+            score = float(item["relevance_score"])
+            if not 0.0 <= score <= 1.0:
+                raise ModelResponseError(f"relevance_score {score} outside [0, 1]")
+            scores[int(item["chunk_id"])] = score
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ModelResponseError(
+            f"the reranker's reply is malformed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return scores

@@ -1,42 +1,44 @@
-"""Query rewriting: normalise, drop stop words, expand synonyms, label the intent.
+"""Query rewriting: keywords for the keyword legs, the question as asked for the vector leg.
 
 :class:`QueryRewriter` is rule-based and the default. It
 
 1. normalises: NFKC (full-width forms to half-width, ideographic space to
    space), lower case, white space collapsed;
-2. removes question and stop words for the keyword leg (English stop words,
-   Chinese question phrases such as 怎么 / 多少 / 几点);
+2. removes question and stop words for the keyword legs (the one stop-word
+   list of :mod:`fastrag.text.stopwords`, Chinese question phrases such as
+   怎么 / 多少 / 几点);
 3. expands from a user-supplied synonym table: every key found in the
    normalised question adds its synonyms (``{"退款": ["退钱", "退费"]}``);
 4. labels the intent from simple rules: ``procedural`` (how to, 怎么, 如何,
    流程, 申请, ...), ``analytical`` (why, compare, 为什么, 区别, ...) or
    ``factual`` (everything else).
 
-:class:`LLMRewriter` asks a chat model for a better search query and falls
-back to the rule-based rewrite on any failure.
+The rule-based rewrite feeds the keyword legs only: case folding, stop-word
+removal and synonyms change what an embedding model sees, so the vector leg
+embeds the question as asked (:attr:`RewrittenQuery.text`). An
+:class:`LLMRewriter` asks a chat model for a better search query, which
+both legs use; on any failure it falls back to the rules, logs a warning
+and says so in :attr:`RewrittenQuery.fallback`.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+import orjson
 
-__all__ = ["LLMRewriter", "QueryRewriter", "RewrittenQuery"]
+from ..errors import ConfigError, ModelResponseError
+from ..text.stopwords import CHINESE_QUESTION_PHRASES, ENGLISH_STOPWORDS
 
-_EN_STOP = frozenset(
-    """a an and are as at be but by can could did do does doing for from had has have how i
-    if in into is it its me my of on or our please should so tell than that the their them
-    then there these they this those to us was we were what when where which who whom why
-    will with would you your""".split()
-)
-_ZH_QUESTION = re.compile(
-    "请问|多长时间|多长|多久|多少|几点|什么时候|什么|怎么样|怎么|怎样|如何|为什么|为何|是否|能否|可否|有没有|哪些|哪里|哪个|吗|呢|吧|？"
-)
+__all__ = ["LLMRewriter", "QueryRewriter", "RewrittenQuery", "chat_callable"]
+
+log = logging.getLogger(__name__)
+
 _PROCEDURAL = re.compile(
     r"\bhow (do|can|should|to)\b|\bsteps?\b|\bprocess\b|\bprocedure\b|\bapply\b|\brequest\b"
     r"|\bsubmit\b|怎么|如何|怎样|流程|步骤|申请|办理|手续"
@@ -58,16 +60,19 @@ class RewrittenQuery:
     original : str
         The question as asked.
     text : str
-        The normalised question (used for the vector leg).
+        What the vector leg embeds: the question as asked, or an LLM
+        rewriter's query.
     keywords : str
-        The normalised question without question and stop words, plus the
-        expansions (used for the keyword leg).
+        What the keyword legs search: the normalised question without
+        question and stop words, plus the expansions (or the LLM's query).
     expansions : tuple of str
         Synonyms added from the table.
     intent : str
         ``factual``, ``procedural`` or ``analytical``.
     source : str
         ``rules`` or ``llm``.
+    fallback : str or None
+        Why a model rewriter fell back to the rules (``None`` when it did not).
     """
 
     original: str
@@ -76,6 +81,7 @@ class RewrittenQuery:
     expansions: tuple[str, ...] = ()
     intent: str = "factual"
     source: str = "rules"
+    fallback: str | None = None
 
 
 def _normalise(text: str) -> str:
@@ -101,11 +107,12 @@ class QueryRewriter:
     synonyms : mapping of str to list of str, optional
         Expansion table: a key found in the question adds its synonyms.
     stopwords : iterable of str, optional
-        English words dropped from the keyword query (default: a built-in list).
+        Words dropped from the keyword query (default: the one list,
+        :data:`fastrag.text.stopwords.ENGLISH_STOPWORDS`).
     """
 
     synonyms: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    stopwords: frozenset[str] = _EN_STOP
+    stopwords: frozenset[str] = ENGLISH_STOPWORDS
 
     def __post_init__(self) -> None:
         table = {}
@@ -121,10 +128,8 @@ class QueryRewriter:
     def __call__(self, question: str) -> RewrittenQuery:
         """Rewrite one question."""
         text = _normalise(question)
-        stripped = _ZH_QUESTION.sub(" ", text)
-        words = [
-            w for w in _WORD.findall(stripped) if w not in self.stopwords
-        ]
+        stripped = CHINESE_QUESTION_PHRASES.sub(" ", text)
+        words = [w for w in _WORD.findall(stripped) if w not in self.stopwords]
         expansions: list[str] = []
         for key, values in self.synonyms.items():
             if key in text:
@@ -132,11 +137,28 @@ class QueryRewriter:
         keywords = " ".join(words + expansions)
         return RewrittenQuery(
             original=question,
-            text=text,
+            text=question,
             keywords=keywords or text,
             expansions=tuple(expansions),
             intent=intent_of(question),
         )
+
+
+def chat_callable(chat: Any) -> Any:
+    """``chat(messages, **kw) -> (text, usage)`` of a chat client, or the callable itself.
+
+    Rewriters, rerankers, judges and conflict checks take either a client
+    with a ``chat`` method (such as :class:`~fastrag.OpenAIChatGenerator`,
+    whose own ``__call__`` answers questions from hits) or that method.
+    """
+    method = getattr(chat, "chat", None)
+    if callable(method):
+        return method
+    if callable(chat):
+        return chat
+    raise ConfigError(
+        f"a chat model must have chat(messages) or be callable, got {type(chat).__name__}"
+    )
 
 
 _LLM_PROMPT = (
@@ -154,41 +176,60 @@ class LLMRewriter:
     Parameters
     ----------
     chat : object
-        Anything with ``chat(messages) -> (text, usage)``, such as
-        :class:`~fastrag.OpenAIChatGenerator`.
+        A chat client such as :class:`~fastrag.OpenAIChatGenerator` (its
+        ``chat`` method is used), or any ``chat(messages) -> (text, usage)``.
     fallback : QueryRewriter, optional
-        The rule-based rewriter used when the model fails or answers badly.
+        The rule-based rewriter used when the model fails or answers badly;
+        the fallback is logged and recorded in :attr:`RewrittenQuery.fallback`.
     """
 
     chat: Any
     fallback: QueryRewriter = field(default_factory=QueryRewriter)
 
+    def __post_init__(self) -> None:
+        chat_callable(self.chat)  # fail now on an object that cannot chat
+
     def __call__(self, question: str) -> RewrittenQuery:
         """Rewrite one question (never raises on a model failure)."""
         base = self.fallback(question)
         try:
-            import orjson
-
-            text, _ = self.chat(
+            text, _ = chat_callable(self.chat)(
                 [{"role": "system", "content": _LLM_PROMPT}, {"role": "user", "content": question}]
             )
-            start, end = text.find("{"), text.rfind("}")
-            data = orjson.loads(text[start : end + 1])
-            query = data["query"]
-            intent = data.get("intent", base.intent)
-            if not isinstance(query, str) or not query.strip():
-                raise ValueError("empty query")
-            if intent not in ("factual", "procedural", "analytical"):
-                intent = base.intent
-        except Exception:  # noqa: BLE001 - any failure means the rule-based rewrite
-            return base
-        normalised = _normalise(query)
-        keywords = " ".join([normalised, *base.expansions])
+            query, intent = _parse_rewrite(text, base.intent)
+        except Exception as exc:  # noqa: BLE001 - any failure means the rule-based rewrite
+            reason = f"{type(exc).__name__}: {exc}"
+            log.warning("LLM rewriter failed (%s); using the rule-based rewrite", reason)
+            return RewrittenQuery(
+                original=base.original, text=base.text, keywords=base.keywords,
+                expansions=base.expansions, intent=base.intent, fallback=reason,
+            )  # fmt: skip
+        keywords = " ".join([_normalise(query), *base.expansions])
         return RewrittenQuery(
             original=question,
-            text=base.text,
+            text=query,
             keywords=keywords,
             expansions=base.expansions,
             intent=intent,
             source="llm",
         )
+
+
+def _parse_rewrite(text: Any, default_intent: str) -> tuple[str, str]:
+    """The query and intent of a rewriter reply, or :class:`ModelResponseError`."""
+    if not isinstance(text, str):
+        raise ModelResponseError(f"the rewriter's reply is {type(text).__name__}, not text")
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = orjson.loads(text[start : end + 1]) if start >= 0 < end else None
+    except orjson.JSONDecodeError as exc:
+        raise ModelResponseError(f"the rewriter's reply is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelResponseError("the rewriter's reply holds no JSON object")
+    query = data.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ModelResponseError("the rewriter's reply has no non-empty 'query'")
+    intent = data.get("intent", default_intent)
+    if intent not in ("factual", "procedural", "analytical"):
+        intent = default_intent
+    return query, intent

@@ -20,9 +20,8 @@ increasing order, never reused, unchanged by compaction.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import zoneinfo
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,17 +30,31 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from .._fs import HashingFile, sha256_file
+from .._fs import HashingFile, check_recorded
 from ..errors import StoreCorruptedError, StoreError
+from ..types import Hit
 
 __all__ = [
     "CHUNKS_FILE",
+    "HIT_TABLE",
     "ChunkStore",
     "Segment",
     "TOMBSTONES_FILE",
     "build_batch",
     "chunk_schema",
 ]
+
+HIT_TABLE = pa.schema(
+    [
+        pa.field("query_index", pa.int32(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("chunk_id", pa.int64(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("score", pa.float32(), nullable=False),
+        pa.field("text", pa.large_string(), nullable=False),
+    ]
+)
+"""Columns of a batched retrieval: one row per (question, hit), by question then rank."""
 
 CHUNKS_FILE = "chunks.arrow"
 TOMBSTONES_FILE = "tombstones.arrow"
@@ -60,27 +73,41 @@ _HIT_COLUMNS = (
     "updated_at",
     "acl",
     "metadata",
+    "section",
 )
 """Every column but ``vector``: what a :class:`~fastrag.Hit` is made of."""
 
 
-def chunk_schema(dim: int) -> pa.Schema:
-    """Schema of ``chunks.arrow`` for vectors of ``dim`` columns."""
-    return pa.schema(
-        [
-            pa.field("chunk_id", pa.int64(), nullable=False),
-            pa.field("doc_id", _DICT_STR, nullable=False),
-            pa.field("ord", pa.int32(), nullable=False),
-            pa.field("start", pa.int64(), nullable=False),
-            pa.field("end", pa.int64(), nullable=False),
-            pa.field("text", pa.large_string(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
-            pa.field("title", _DICT_STR),
-            pa.field("source", _DICT_STR),
-            pa.field("updated_at", _TIMESTAMP),
-            pa.field("acl", pa.list_(pa.string())),
-            pa.field("metadata", _DICT_STR),
-        ]
+def chunk_schema(dim: int, *, legacy: bool = False) -> pa.Schema:
+    """Schema of ``chunks.arrow`` for vectors of ``dim`` columns.
+
+    ``section`` (the chunk's heading path, per chunk) is the last column;
+    ``legacy=True`` gives the schema of stores written before it existed,
+    which :meth:`ChunkStore.read` upgrades with an all-null column.
+    """
+    fields = [
+        pa.field("chunk_id", pa.int64(), nullable=False),
+        pa.field("doc_id", _DICT_STR, nullable=False),
+        pa.field("ord", pa.int32(), nullable=False),
+        pa.field("start", pa.int64(), nullable=False),
+        pa.field("end", pa.int64(), nullable=False),
+        pa.field("text", pa.large_string(), nullable=False),
+        pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+        pa.field("title", _DICT_STR),
+        pa.field("source", _DICT_STR),
+        pa.field("updated_at", _TIMESTAMP),
+        pa.field("acl", pa.list_(pa.string())),
+        pa.field("metadata", _DICT_STR),
+    ]
+    if not legacy:
+        fields.append(pa.field("section", _DICT_STR))
+    return pa.schema(fields)
+
+
+def _with_section(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A legacy batch with an all-null ``section`` column appended (no other column copied)."""
+    return batch.append_column(
+        pa.field("section", _DICT_STR), pa.nulls(batch.num_rows, _DICT_STR)
     )
 
 
@@ -107,11 +134,13 @@ def build_batch(
     updated_at: Sequence[_dt.datetime | None],
     acl: Sequence[list[str] | None],
     metadata: Sequence[str | None],
+    section: pa.DictionaryArray | None = None,
 ) -> pa.RecordBatch:
     """Assemble one segment from chunk arrays and per-document columns.
 
     ``chunk_doc`` indexes the per-document sequences; ``vectors`` is wrapped,
-    not copied.
+    not copied. ``section`` is per chunk (the heading path of structure-aware
+    chunks), null for every chunk when omitted.
     """
     n = int(chunk_doc.size)
     take = np.ascontiguousarray(chunk_doc, dtype=np.int64)
@@ -129,6 +158,7 @@ def build_batch(
         pa.array(updated_at, type=_TIMESTAMP).take(pa.array(take)),
         pa.array(acl, type=pa.list_(pa.string())).take(pa.array(take)),
         _dict_column(metadata, take),
+        pa.nulls(n, _DICT_STR) if section is None else section.cast(_DICT_STR),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=chunk_schema(dim))
 
@@ -166,6 +196,13 @@ class _Valid:
         j = self.offset + i
         return bool((self.bits[j >> 3] >> (j & 7)) & 1)
 
+    def many(self, rows: np.ndarray) -> list[bool] | None:
+        """Validity of several rows (None: all valid)."""
+        if self.bits is None:
+            return None
+        j = rows + self.offset
+        return ((self.bits[j >> 3] >> (j & 7)) & 1).astype(bool).tolist()  # type: ignore[no-any-return]
+
 
 class _DictColumn:
     """A dictionary-encoded string column read one row at a time, decoding each entry once."""
@@ -188,8 +225,24 @@ class _DictColumn:
             value = self.seen[code] = self.dictionary[code].as_py()
         return value
 
+    def many(self, rows: np.ndarray) -> list[Any]:
+        """The values of several rows (None where null)."""
+        seen = self.seen
+        valid = self.valid.many(rows)
+        out = []
+        for j, code in enumerate(self.codes[rows].tolist()):
+            if valid is not None and not valid[j]:
+                out.append(None)  # a null's code is not an index into the dictionary
+                continue
+            value = seen.get(code, _MISSING)
+            if value is _MISSING:
+                value = seen[code] = self.dictionary[code].as_py()
+            out.append(value)
+        return out
+
 
 _MISSING = object()
+_UNSET = object()
 
 
 class RowReader:
@@ -220,6 +273,7 @@ class RowReader:
         self.title = _DictColumn(col("title"))
         self.source = _DictColumn(col("source"))
         self.metadata = _DictColumn(col("metadata"))
+        self.section = _DictColumn(col("section"))
         ts = col("updated_at")
         self._ts = np.frombuffer(ts.buffers()[1], dtype=np.int64)[ts.offset : ts.offset + len(ts)]
         self._ts_valid = _Valid(ts)
@@ -230,6 +284,73 @@ class RowReader:
         """The chunk text of local row ``i``."""
         lo, hi = int(self._text_offsets[i]), int(self._text_offsets[i + 1])
         return str(self._text_data[lo:hi], "utf-8")
+
+    def hits(self, rows: np.ndarray, scores: list[float], relevance: list[Any]) -> list[Hit]:
+        """Local ``rows`` as :class:`~fastrag.Hit` objects, each column read once for all rows."""
+        lo = self._text_offsets[rows].tolist()
+        hi = self._text_offsets[rows + 1].tolist()
+        data = self._text_data
+        texts = [str(data[a:b], "utf-8") for a, b in zip(lo, hi, strict=True)]
+        titles = self.title.many(rows)
+        sources = self.source.many(rows)
+        extras = self.metadata.many(rows)
+        sections = self.section.many(rows)
+        ts_valid = self._ts_valid.many(rows)
+        stamps = self._ts[rows].tolist()
+        acl_valid = self._acl_valid.many(rows)
+        out = []
+        for j, i in enumerate(rows.tolist()):
+            meta: dict[str, Any] = {}
+            if titles[j] is not None:
+                meta["title"] = titles[j]
+            if sources[j] is not None:
+                meta["source"] = sources[j]
+            if ts_valid is None or ts_valid[j]:
+                meta["updated_at"] = _UTC_EPOCH + _dt.timedelta(microseconds=stamps[j])
+            if acl_valid is None or acl_valid[j]:
+                acl = self._acl[i].as_py()
+                if acl is not None:
+                    meta["acl"] = acl
+            if sections[j] is not None:
+                meta["section"] = sections[j]
+            if extras[j]:
+                meta.update(orjson.loads(extras[j]))
+            out.append((meta, texts[j]))
+        ids = self.chunk_id[rows].tolist()
+        docs = self.doc_id.many(rows)
+        ords = self.ord[rows].tolist()
+        starts = self.start[rows].tolist()
+        ends = self.end[rows].tolist()
+        return [
+            Hit(ids[j], docs[j], ords[j], starts[j], ends[j], text, scores[j], meta, relevance[j])
+            for j, (meta, text) in enumerate(out)
+        ]
+
+    def hit(self, i: int, score: float, relevance: float | None) -> Hit:
+        """Local row ``i`` as a :class:`~fastrag.Hit` (what :meth:`record` and :func:`metadata_of` give)."""
+        meta: dict[str, Any] = {}
+        title = self.title(i)
+        if title is not None:
+            meta["title"] = title
+        source = self.source(i)
+        if source is not None:
+            meta["source"] = source
+        if self._ts_valid(i):
+            meta["updated_at"] = _UTC_EPOCH + _dt.timedelta(microseconds=int(self._ts[i]))
+        if self._acl_valid(i):
+            acl = self._acl[i].as_py()
+            if acl is not None:
+                meta["acl"] = acl
+        section = self.section(i)
+        if section is not None:
+            meta["section"] = section
+        extra = self.metadata(i)
+        if extra:
+            meta.update(orjson.loads(extra))
+        return Hit(
+            int(self.chunk_id[i]), self.doc_id(i), int(self.ord[i]), int(self.start[i]),
+            int(self.end[i]), self.text(i), score, meta, relevance,
+        )  # fmt: skip
 
     def record(self, i: int) -> dict[str, Any]:
         """Local row ``i`` as the dict ``Table.to_pylist`` would give (every column but vector)."""
@@ -249,6 +370,7 @@ class RowReader:
             ),
             "acl": self._acl[i].as_py() if self._acl_valid(i) else None,
             "metadata": self.metadata(i),
+            "section": self.section(i),
         }
 
 
@@ -276,6 +398,23 @@ class Segment:
         if self._reader is None:
             self._reader = RowReader(self.batch)
         return self._reader
+
+    def copy(self) -> Segment:
+        """A segment over the same rows whose deletions can change without touching this one.
+
+        The batch, the vector view, the row reader and the filter-mask cache
+        are shared (rows never change); the alive mask is an array that
+        :meth:`kill` replaces, never edits, so sharing it is safe too.
+        """
+        twin = Segment.__new__(Segment)
+        twin.batch = self.batch
+        twin.vectors = self.vectors
+        twin.chunk_ids = self.chunk_ids
+        twin.alive = self.alive
+        twin.n_dead = self.n_dead
+        twin.filter_cache = self.filter_cache
+        twin._reader = self.reader
+        return twin
 
     def kill(self, local_rows: np.ndarray) -> int:
         """Mark rows deleted; return how many were alive."""
@@ -320,8 +459,28 @@ class ChunkStore:
         self._doc_index: dict[str, _DocSpan] | None = None
         self._chunk_ids: np.ndarray | None = None
         self._row_docs: np.ndarray | None = None
+        self._alive: Any = _UNSET
         for batch in segments:
             self._push(batch)
+
+    def copy(self) -> ChunkStore:
+        """A copy to change while readers keep using this store (copy-on-write).
+
+        Segments are copied shallowly (:meth:`Segment.copy`): the rows and
+        vectors are shared, only the deletion state is the copy's own. Cost:
+        the document index (one dict entry per document), nothing per row.
+        """
+        twin = ChunkStore.__new__(ChunkStore)
+        twin.dim = self.dim
+        twin.schema = self.schema
+        twin.segments = [s.copy() for s in self.segments]
+        twin.next_chunk_id = self.next_chunk_id
+        twin._bases = self._bases
+        twin._doc_index = None if self._doc_index is None else dict(self._doc_index)
+        twin._chunk_ids = self._chunk_ids
+        twin._row_docs = self._row_docs
+        twin._alive = self._alive
+        return twin
 
     # -- sizes -----------------------------------------------------------------
     @property
@@ -349,6 +508,7 @@ class ChunkStore:
         self.segments.append(Segment(batch, self.dim))
         self._bases = np.append(self._bases, self._bases[-1] + batch.num_rows)
         self._chunk_ids = self._row_docs = None
+        self._alive = _UNSET
         if batch.num_rows:
             self.next_chunk_id = max(self.next_chunk_id, int(self.segments[-1].chunk_ids[-1]) + 1)
 
@@ -435,12 +595,22 @@ class ChunkStore:
         return np.append(starts, docs.size).astype(np.int64)
 
     def alive_mask(self) -> np.ndarray | None:
-        """Alive flag of every global row, or None when nothing is deleted."""
-        if not any(s.alive is not None for s in self.segments):
-            return None
-        return np.concatenate(
-            [s.alive if s.alive is not None else np.ones(len(s), np.bool_) for s in self.segments]
-        )
+        """Alive flag of every global row, or None when nothing is deleted.
+
+        Cached: the same read-only array until rows are added or deleted.
+        """
+        alive = self._alive
+        if alive is _UNSET:
+            if not any(s.alive is not None for s in self.segments):
+                alive = None
+            else:
+                alive = np.concatenate(
+                    [s.alive if s.alive is not None else np.ones(len(s), np.bool_)
+                     for s in self.segments]
+                )  # fmt: skip
+                alive.flags.writeable = False
+            self._alive = alive
+        return alive  # type: ignore[return-value]
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global rows -> (segment index, local row)."""
@@ -483,6 +653,100 @@ class ChunkStore:
         return [
             self.segments[s].reader.record(i) for s, i in zip(seg.tolist(), local.tolist())
         ]
+
+    def hits(
+        self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
+    ) -> list[Hit]:
+        """:class:`~fastrag.Hit` objects for global rows (``-1`` padding is skipped).
+
+        Parameters
+        ----------
+        rows : numpy.ndarray
+            int64 global rows, ``-1`` for padding.
+        scores : numpy.ndarray
+            The ranking score of each row.
+        relevance : numpy.ndarray, optional
+            The relevance of each row, in ``[0, 1]``.
+
+        Returns
+        -------
+        list of Hit
+            In the order of ``rows``.
+        """
+        keep = rows >= 0
+        if not keep.all():
+            rows, scores = rows[keep], scores[keep]
+            relevance = None if relevance is None else relevance[keep]
+        if rows.size == 0:
+            return []
+        if rows.size <= 256:  # a retrieval's few rows: straight from the Arrow buffers
+            rel = [None] * rows.size if relevance is None else relevance.tolist()
+            score_list = scores.tolist()
+            if len(self.segments) == 1:
+                return self.segments[0].reader.hits(rows, score_list, rel)
+            seg, local = self.locate(rows)
+            out: list[Hit | None] = [None] * rows.size
+            for s in np.unique(seg).tolist():
+                pick = np.flatnonzero(seg == s)
+                got = self.segments[s].reader.hits(
+                    local[pick], [score_list[j] for j in pick.tolist()], [rel[j] for j in pick.tolist()]
+                )
+                for j, h in zip(pick.tolist(), got, strict=True):
+                    out[j] = h
+            return out  # type: ignore[return-value]
+        records = self.records(rows)
+        rel = [None] * rows.size if relevance is None else relevance.tolist()
+        return [
+            Hit(
+                chunk_id=r["chunk_id"],
+                doc_id=r["doc_id"],
+                ord=r["ord"],
+                start=r["start"],
+                end=r["end"],
+                text=r["text"],
+                score=float(s),
+                metadata=metadata_of(r),
+                relevance=rv,
+            )
+            for r, s, rv in zip(records, scores.tolist(), rel, strict=True)
+        ]
+
+    def hits_matrix(
+        self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
+    ) -> list[list[Hit]]:
+        """:meth:`hits` of every row of a ``(m, k)`` search result, from one read of the table."""
+        m, kk = rows.shape
+        if kk == 0:
+            return [[] for _ in range(m)]
+        valid = rows >= 0
+        counts = valid.sum(axis=1)
+        flat = self.hits(rows[valid], scores[valid], None if relevance is None else relevance[valid])
+        out, start = [], 0
+        for c in counts.tolist():
+            out.append(flat[start : start + c])
+            start += c
+        return out
+
+    def hit_table(self, rows: np.ndarray, scores: np.ndarray) -> pa.Table:
+        """A ``(m, k)`` search result as one table row per (question, hit): see :data:`HIT_TABLE`."""
+        m, kk = rows.shape
+        valid = rows >= 0
+        if not valid.any():
+            return HIT_TABLE.empty_table()
+        q_index = np.repeat(np.arange(m, dtype=np.int32), kk).reshape(m, kk)[valid]
+        rank = np.tile(np.arange(1, kk + 1, dtype=np.int32), m).reshape(m, kk)[valid]
+        found = self.rows(rows[valid], ["chunk_id", "doc_id", "text"])
+        return pa.table(
+            [
+                pa.array(q_index),
+                pa.array(rank),
+                found.column("chunk_id"),
+                found.column("doc_id").cast(pa.string()),
+                pa.array(scores[valid].astype(np.float32)),
+                found.column("text"),
+            ],
+            schema=HIT_TABLE,
+        )
 
     def schema_table(self, columns: Sequence[str]) -> pa.Table:
         """An empty table with the given columns."""
@@ -545,6 +809,7 @@ class ChunkStore:
         killed = 0
         for s in np.unique(seg):
             killed += self.segments[int(s)].kill(local[seg == s])
+        self._alive = _UNSET
         return killed
 
     def kill_chunk_ids(self, chunk_ids: np.ndarray) -> int:
@@ -559,6 +824,7 @@ class ChunkStore:
             found = pos[seg.chunk_ids[pos] == chunk_ids[inside]]
             killed += seg.kill(found)
         self._doc_index = None
+        self._alive = _UNSET
         return killed
 
     def dead_chunk_ids(self) -> np.ndarray:
@@ -613,7 +879,7 @@ class ChunkStore:
         *,
         dim: int,
         next_chunk_id: int,
-        files: dict[str, dict[str, Any]],
+        files: Mapping[str, Mapping[str, Any]],
         verify: bool = False,
     ) -> ChunkStore:
         """Memory-map a store written by :meth:`write`.
@@ -642,19 +908,12 @@ class ChunkStore:
             info = files.get(name)
             if info is None:
                 raise StoreCorruptedError(f"{path}: not recorded in the manifest")
-            try:
-                size = os.path.getsize(path)
-            except FileNotFoundError as exc:
-                raise StoreCorruptedError(f"{path}: file is missing") from exc
-            if size != info["bytes"]:
-                raise StoreCorruptedError(
-                    f"{path}: {size} bytes on disk, {info['bytes']} recorded: truncated or "
-                    "overwritten"
-                )
-            if verify and sha256_file(path) != info["sha256"]:
-                raise StoreCorruptedError(f"{path}: SHA-256 checksum mismatch: the file is corrupt")
-        schema = chunk_schema(dim)
-        batches = _read_ipc(directory / CHUNKS_FILE, schema, verify)
+            check_recorded(path, info, verify)
+        batches = _read_ipc(
+            directory / CHUNKS_FILE, chunk_schema(dim), verify, legacy=chunk_schema(dim, legacy=True)
+        )
+        if batches and batches[0].schema.names[-1] != "section":
+            batches = [_with_section(b) for b in batches]
         store = cls(dim, [b for b in batches if b.num_rows], next_chunk_id)
         prev = -1
         for seg in store.segments:
@@ -683,7 +942,9 @@ class ChunkStore:
 _ARROW_MAGIC = b"ARROW1"
 
 
-def _read_ipc(path: Path, schema: pa.Schema, verify: bool) -> list[pa.RecordBatch]:
+def _read_ipc(
+    path: Path, schema: pa.Schema, verify: bool, legacy: pa.Schema | None = None
+) -> list[pa.RecordBatch]:
     try:
         with open(path, "rb") as fh:
             head = fh.read(len(_ARROW_MAGIC))
@@ -691,7 +952,9 @@ def _read_ipc(path: Path, schema: pa.Schema, verify: bool) -> list[pa.RecordBatc
             raise StoreCorruptedError(f"{path}: does not start with the Arrow file magic: corrupt")
         source = pa.memory_map(str(path), "r")
         reader = pa.ipc.open_file(source)
-        if not reader.schema.equals(schema):
+        if not reader.schema.equals(schema) and not (
+            legacy is not None and reader.schema.equals(legacy)
+        ):
             raise StoreCorruptedError(
                 f"{path}: unexpected schema\n{reader.schema}\nexpected\n{schema}"
             )
@@ -708,7 +971,7 @@ def _read_ipc(path: Path, schema: pa.Schema, verify: bool) -> list[pa.RecordBatc
 def metadata_of(row: dict[str, Any]) -> dict[str, Any]:
     """Collect the metadata fields of a row dict (as produced by ``to_pylist``) into one dict."""
     meta: dict[str, Any] = {}
-    for key in ("title", "source", "updated_at", "acl"):
+    for key in ("title", "source", "updated_at", "acl", "section"):
         value = row.get(key)
         if value is not None:
             meta[key] = value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,12 +13,29 @@ import orjson
 from ..errors import DocumentError
 from ..types import Document
 
-__all__ = ["DocBatch", "RESERVED_FIELDS", "iter_batches", "parse_updated_at"]
+__all__ = [
+    "DocBatch",
+    "RESERVED_FIELDS",
+    "iter_batches",
+    "parse_updated_at",
+    "validate_document",
+]
 
 RESERVED_FIELDS = ("title", "source", "updated_at", "acl")
 """Metadata fields with a column of their own; every other field goes to ``metadata``."""
 
 _UTC = _dt.timezone.utc
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as UTF-8 (a lone surrogate), or ``None``."""
+    if value.isascii():
+        return None
+    bad = _SURROGATE.search(value)
+    if bad is None:
+        return None
+    return f"is not valid Unicode (a lone surrogate {bad.group()!r} at character {bad.start()})"
 
 
 @dataclass(slots=True)
@@ -69,9 +87,14 @@ def parse_updated_at(value: Any, *, where: str) -> _dt.datetime | None:
 
 
 def _optional_str(value: Any, name: str, where: str) -> str | None:
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
-    raise DocumentError(f"{where}: {name} must be a string, got {type(value).__name__}")
+    if not isinstance(value, str):
+        raise DocumentError(f"{where}: {name} must be a string, got {type(value).__name__}")
+    problem = _unicode_problem(value)
+    if problem:
+        raise DocumentError(f"{where}: {name} {value!r} {problem}")
+    return value
 
 
 def _acl(value: Any, where: str) -> list[str] | None:
@@ -85,45 +108,99 @@ def _acl(value: Any, where: str) -> list[str] | None:
     for p in out:
         if not isinstance(p, str) or not p:
             raise DocumentError(f"{where}: acl entries must be non-empty strings, got {p!r}")
+        problem = _unicode_problem(p)
+        if problem:
+            raise DocumentError(f"{where}: acl entry {p!r} {problem}")
     return out
 
 
-def _split(doc: Any, index: int) -> tuple[str, str, Mapping[str, Any]]:
-    if isinstance(doc, Document):
+def _split(doc: Any, index: int | None) -> tuple[str, str, Mapping[str, Any]]:
+    at = "" if index is None else f" at position {index}"
+    paren = "" if index is None else f" (position {index})"
+    if type(doc) is not dict and isinstance(doc, Document):
         doc_id, text, meta = doc.id, doc.text, (doc.metadata or {})
-    elif isinstance(doc, Mapping):
+    elif type(doc) is dict or isinstance(doc, Mapping):
         if "id" not in doc:
-            raise DocumentError(f"document at position {index} has no 'id'")
+            raise DocumentError(f"document{at} has no 'id'")
         if "text" not in doc:
-            raise DocumentError(f"document {doc['id']!r} (position {index}) has no 'text'")
+            raise DocumentError(f"document {doc['id']!r}{paren} has no 'text'")
         doc_id, text = doc["id"], doc["text"]
         meta = {k: v for k, v in doc.items() if k not in ("id", "text")}
         nested = meta.pop("metadata", None)
         if nested is not None:
             if not isinstance(nested, Mapping):
-                raise DocumentError(
-                    f"document {doc_id!r} (position {index}): metadata must be a mapping"
-                )
+                raise DocumentError(f"document {doc_id!r}{paren}: metadata must be a mapping")
             meta = {**nested, **meta}
     else:
         raise DocumentError(
-            f"document at position {index} is a {type(doc).__name__}; expected "
+            f"document{at} is a {type(doc).__name__}; expected "
             "fastrag.Document or a dict with 'id' and 'text'"
         )
     if not isinstance(doc_id, str):
-        raise DocumentError(
-            f"document at position {index}: id must be a string, got {type(doc_id).__name__}"
-        )
+        raise DocumentError(f"document{at}: id must be a string, got {type(doc_id).__name__}")
     if not doc_id.strip():
-        raise DocumentError(f"document at position {index}: id is empty")
+        raise DocumentError(f"document{at}: id is empty")
+    problem = _unicode_problem(doc_id)
+    if problem:
+        raise DocumentError(f"document{at}: id {doc_id!r} {problem}")
     if not isinstance(text, str):
         raise DocumentError(
-            f"document {doc_id!r} (position {index}): text must be a string, "
-            f"got {type(text).__name__}"
+            f"document {doc_id!r}{paren}: text must be a string, got {type(text).__name__}"
         )
-    if not isinstance(meta, Mapping):
-        raise DocumentError(f"document {doc_id!r} (position {index}): metadata must be a mapping")
+    if type(meta) is not dict and not isinstance(meta, Mapping):
+        raise DocumentError(f"document {doc_id!r}{paren}: metadata must be a mapping")
     return doc_id, text, meta
+
+
+_Record = tuple[
+    str, str, "str | None", "str | None", "_dt.datetime | None", "list[str] | None", "str | None"
+]
+"""id, text, title, source, updated_at, acl, metadata JSON (a plain tuple: cheap to make)."""
+
+
+def _record(doc: Any, index: int | None) -> _Record:
+    doc_id, text, meta = _split(doc, index)
+    where = f"document {doc_id!r}"
+    extra = {k: v for k, v in meta.items() if k not in RESERVED_FIELDS}
+    encoded = None
+    if extra:
+        try:
+            encoded = orjson.dumps(
+                extra, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+            ).decode()
+        except TypeError as exc:
+            raise DocumentError(f"{where}: metadata is not JSON-serialisable: {exc}") from exc
+    return (
+        doc_id,
+        text,
+        _optional_str(meta.get("title"), "title", where),
+        _optional_str(meta.get("source"), "source", where),
+        parse_updated_at(meta.get("updated_at"), where=where),
+        _acl(meta.get("acl"), where),
+        encoded,
+    )
+
+
+def validate_document(doc: Any) -> str:
+    """Check one document as :func:`iter_batches` would; return its id.
+
+    Parameters
+    ----------
+    doc : Document or mapping
+        A document with ``id`` and ``text``.
+
+    Returns
+    -------
+    str
+        The document's id.
+
+    Raises
+    ------
+    DocumentError
+        The document is malformed (the message says how, and names its id
+        when it has a usable one).
+    """
+    return _record(doc, None)[0]
 
 
 def iter_batches(
@@ -155,30 +232,19 @@ def iter_batches(
     seen: set[str] = set()
     batch = DocBatch(first_index=start_index)
     for index, doc in enumerate(docs, start_index):
-        doc_id, text, meta = _split(doc, index)
+        doc_id, text, title, source, updated_at, acl, metadata = _record(doc, index)
         if doc_id in seen:
             raise DuplicateDocumentError(
                 f"document id {doc_id!r} appears twice (again at position {index})"
             )
         seen.add(doc_id)
-        where = f"document {doc_id!r}"
         batch.ids.append(doc_id)
         batch.texts.append(text)
-        batch.titles.append(_optional_str(meta.get("title"), "title", where))
-        batch.sources.append(_optional_str(meta.get("source"), "source", where))
-        batch.updated_at.append(parse_updated_at(meta.get("updated_at"), where=where))
-        batch.acl.append(_acl(meta.get("acl"), where))
-        extra = {k: v for k, v in meta.items() if k not in RESERVED_FIELDS}
-        if extra:
-            try:
-                encoded = orjson.dumps(
-                    extra, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
-                ).decode()
-            except TypeError as exc:
-                raise DocumentError(f"{where}: metadata is not JSON-serialisable: {exc}") from exc
-            batch.metadata.append(encoded)
-        else:
-            batch.metadata.append(None)
+        batch.titles.append(title)
+        batch.sources.append(source)
+        batch.updated_at.append(updated_at)
+        batch.acl.append(acl)
+        batch.metadata.append(metadata)
         batch.text_chars += len(text)
         if batch.text_chars >= batch_chars:
             yield batch

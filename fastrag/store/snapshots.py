@@ -12,33 +12,55 @@ written to a temporary file, fsynced and renamed). A crash at any point
 leaves the previous manifest pointing at the previous, intact snapshot.
 Readers that mapped an older snapshot keep working while a writer saves: old
 snapshots are only removed by pruning, and an unlinked file stays readable
-to processes that have it mapped.
+to processes that have it mapped. A reader that is still opening a snapshot
+holds a lease on it (:func:`hold_snapshot`), which pruning respects.
+
+Everything read from a manifest is checked before use (:func:`read_manifest`):
+snapshot ids must match the pattern fastrag writes and file names must be
+plain names, so no manifest can make a load read, or a prune delete,
+anything outside the knowledge base.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
+import fcntl
 import os
+import re
 import shutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
 from .._fs import atomic_write_bytes, file_lock, fsync_dir
 from .._native import KERNEL_ABI
 from ..config import fault
-from ..errors import StoreCorruptedError, StoreError, StoreNotFoundError, StoreVersionError
+from ..errors import (
+    ConfigError,
+    FastragError,
+    StoreCorruptedError,
+    StoreError,
+    StoreNotFoundError,
+    StoreVersionError,
+)
 from .chunks import ChunkStore
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "HeldSnapshot",
     "MANIFEST",
+    "Manifest",
     "SnapshotInfo",
+    "SnapshotRecord",
+    "hold_snapshot",
     "list_snapshots",
+    "manifest_field",
     "prune_snapshots",
     "read_manifest",
     "write_snapshot",
@@ -63,8 +85,153 @@ class SnapshotInfo:
     current: bool
 
 
-def read_manifest(root: Path) -> dict[str, Any]:
-    """Read and check ``root/manifest.json``."""
+@dataclass(frozen=True, slots=True)
+class SnapshotRecord:
+    """A snapshot's entry in the manifest, checked (see :func:`read_manifest`).
+
+    ``files`` maps a file name (a plain name, no directory part) to
+    ``{"bytes": int, "sha256": hex}``.
+    """
+
+    id: str
+    created_at: _dt.datetime
+    chunks: int
+    rows: int
+    documents: int
+    deleted_chunks: int
+    next_chunk_id: int
+    files: Mapping[str, Mapping[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as written to ``manifest.json``."""
+        return {
+            "id": self.id,
+            "created_at": self.created_at.isoformat(),
+            "chunks": self.chunks,
+            "rows": self.rows,
+            "documents": self.documents,
+            "deleted_chunks": self.deleted_chunks,
+            "next_chunk_id": self.next_chunk_id,
+            "files": {name: dict(info) for name, info in self.files.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A knowledge base's ``manifest.json``, every field type- and range-checked.
+
+    Snapshot ids match the pattern fastrag writes and file names are plain
+    names, so no path built from a manifest leaves the knowledge base.
+    ``embedder``, ``index["hnsw"]`` and ``retrieval`` are checked to be
+    mappings here; their layers parse them (wrap that in
+    :func:`manifest_field` so a bad value is a :class:`StoreCorruptedError`).
+    """
+
+    root: Path
+    format_version: int
+    kernel_abi: int
+    dim: int
+    embedder: Mapping[str, Any]
+    chunking: Mapping[str, Any]
+    index: Mapping[str, Any]
+    keyword: Mapping[str, Any] | None
+    retrieval: Mapping[str, Any]
+    current: str
+    snapshots: tuple[SnapshotRecord, ...]
+    data: Mapping[str, Any] = field(repr=False, compare=False)
+    """The manifest as read (for rewriting it)."""
+
+    @property
+    def path(self) -> Path:
+        """The manifest file."""
+        return self.root / MANIFEST
+
+    def snapshot(self, snapshot: str | None = None) -> SnapshotRecord:
+        """The entry of ``snapshot`` (default: the current one).
+
+        Raises
+        ------
+        StoreNotFoundError
+            No such snapshot is listed.
+        """
+        wanted = self.current if snapshot is None else snapshot
+        for entry in self.snapshots:
+            if entry.id == wanted:
+                return entry
+        known = ", ".join(e.id for e in self.snapshots) or "none"
+        raise StoreNotFoundError(f"no snapshot {wanted!r} (known: {known})")
+
+    def snapshot_dir(self, snapshot_id: str) -> Path:
+        """``root/snapshots/<id>`` for a listed id (never a path outside ``snapshots/``)."""
+        if not _ID.fullmatch(snapshot_id):
+            raise StoreNotFoundError(f"no snapshot {snapshot_id!r}: not a snapshot id")
+        return self.root / SNAPSHOTS / snapshot_id
+
+
+_ID = re.compile(r"[0-9]{6,}-[0-9]{8}T[0-9]{12}Z")
+"""The ids :func:`_new_id` writes: a sequence number and a UTC time stamp."""
+_ID_WHAT = "a snapshot id (NNNNNN-YYYYMMDDTHHMMSSffffffZ)"
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+INDEX_TYPES = ("exact", "hnsw")
+
+
+class _Fields:
+    """Type checks of manifest fields; each failure names the field."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, field: str, problem: str, value: Any) -> NoReturn:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise StoreCorruptedError(f"{self.path}: field {field!r} {problem}, got {shown}")
+
+    def get(self, obj: Mapping[str, Any], key: str, field: str) -> Any:
+        if key not in obj:
+            raise StoreCorruptedError(f"{self.path}: missing field {field!r}")
+        return obj[key]
+
+    def integer(self, value: Any, field: str, minimum: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(field, f"must be an integer >= {minimum}", value)
+        return value
+
+    def mapping(self, value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(field, "must be a JSON object", value)
+        return value
+
+    def text(
+        self, value: Any, field: str, pattern: re.Pattern[str] | None = None, what: str = ""
+    ) -> str:
+        if not isinstance(value, str):
+            self.fail(field, "must be a string", value)
+        if pattern is not None and not pattern.fullmatch(value):
+            self.fail(field, f"is not {what}", value)
+        return value
+
+
+def read_manifest(root: Path) -> Manifest:
+    """Read ``root/manifest.json`` and check every field.
+
+    Returns
+    -------
+    Manifest
+        Checked values: integers are integers in range, snapshot ids match
+        the pattern fastrag writes, file names are plain names.
+
+    Raises
+    ------
+    StoreNotFoundError
+        ``root`` is missing or holds no manifest.
+    StoreCorruptedError
+        The manifest is not JSON, or a field is missing or malformed (the
+        message names the field).
+    StoreVersionError
+        Written by a newer format or another kernel ABI.
+    """
+    root = Path(root)
     path = root / MANIFEST
     if not root.exists():
         raise StoreNotFoundError(f"{root}: no such knowledge base directory")
@@ -75,42 +242,129 @@ def read_manifest(root: Path) -> dict[str, Any]:
     except OSError as exc:
         raise StoreError(f"{path}: cannot be read: {exc}") from exc
     try:
-        manifest = orjson.loads(raw)
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise StoreCorruptedError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    return _check_manifest(root, data)
+
+
+def _check_manifest(root: Path, data: Any) -> Manifest:
+    path = root / MANIFEST
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise StoreCorruptedError(f"{path}: not a fastrag knowledge base manifest")
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    f = _Fields(path)
+    version = f.integer(f.get(data, "format_version", "format_version"), "format_version", 1)
+    if version > FORMAT_VERSION:
         raise StoreVersionError(
             f"{path}: format version {version!r}; this fastrag reads up to {FORMAT_VERSION}. "
             "Upgrade fastrag."
         )
-    if manifest.get("kernel_abi") != KERNEL_ABI:
+    if data.get("kernel_abi") != KERNEL_ABI:
         raise StoreVersionError(
-            f"{path}: built with kernel ABI {manifest.get('kernel_abi')!r}, this fastrag has "
+            f"{path}: built with kernel ABI {data.get('kernel_abi')!r}, this fastrag has "
             f"{KERNEL_ABI}: its vectors are not comparable; rebuild the knowledge base"
         )
     for key in ("dim", "embedder", "chunking", "index", "current", "snapshots"):
-        if key not in manifest:
-            raise StoreCorruptedError(f"{path}: missing field {key!r}")
-    return manifest
+        f.get(data, key, key)
+    dim = f.integer(data["dim"], "dim", 1)
+    embedder = f.mapping(data["embedder"], "embedder")
+    chunking = f.mapping(data["chunking"], "chunking")
+    window = f.integer(f.get(chunking, "window", "chunking.window"), "chunking.window", 1)
+    overlap = f.integer(f.get(chunking, "overlap", "chunking.overlap"), "chunking.overlap", 0)
+    if overlap >= window:
+        f.fail("chunking.overlap", f"must be below chunking.window ({window})", overlap)
+    mode = chunking.get("mode", "windows")
+    if mode not in ("windows", "structure"):
+        f.fail("chunking.mode", "must be 'windows' or 'structure'", mode)
+    index = f.mapping(data["index"], "index")
+    kind = f.get(index, "type", "index.type")
+    if kind not in INDEX_TYPES:
+        f.fail("index.type", f"must be one of {', '.join(INDEX_TYPES)}", kind)
+    f.mapping(index.get("hnsw", {}), "index.hnsw")
+    if index.get("auto") is not None:
+        f.mapping(index["auto"], "index.auto")
+    keyword = data.get("keyword")
+    if keyword is not None:
+        f.mapping(keyword, "keyword")
+    retrieval = data.get("retrieval")
+    retrieval = {} if retrieval is None else f.mapping(retrieval, "retrieval")
+    current = f.text(data["current"], "current", _ID, _ID_WHAT)
+    entries = data["snapshots"]
+    if not isinstance(entries, list):
+        f.fail("snapshots", "must be a list", entries)
+    snapshots = tuple(_snapshot_record(f, e, i) for i, e in enumerate(entries))
+    ids = [s.id for s in snapshots]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        f.fail("snapshots", "lists a snapshot id twice", dup)
+    if current not in ids:
+        f.fail("current", "names no snapshot in 'snapshots'", current)
+    return Manifest(
+        root=root,
+        format_version=version,
+        kernel_abi=KERNEL_ABI,
+        dim=dim,
+        embedder=embedder,
+        chunking={"window": window, "overlap": overlap, "mode": mode},
+        index=index,
+        keyword=keyword,
+        retrieval=retrieval,
+        current=current,
+        snapshots=snapshots,
+        data=data,
+    )
 
 
-def snapshot_entry(manifest: dict[str, Any], snapshot: str | None) -> dict[str, Any]:
-    """The manifest entry of ``snapshot`` (default: the current one)."""
-    wanted = manifest["current"] if snapshot is None else snapshot
-    for entry in manifest["snapshots"]:
-        if entry["id"] == wanted:
-            return entry
-    known = ", ".join(e["id"] for e in manifest["snapshots"]) or "none"
-    raise StoreNotFoundError(f"no snapshot {wanted!r} (known: {known})")
+def _snapshot_record(f: _Fields, entry: Any, i: int) -> SnapshotRecord:
+    at = f"snapshots[{i}]"
+    entry = f.mapping(entry, at)
+    sid = f.text(f.get(entry, "id", f"{at}.id"), f"{at}.id", _ID, _ID_WHAT)
+    created = f.text(f.get(entry, "created_at", f"{at}.created_at"), f"{at}.created_at")
+    try:
+        created_at = _dt.datetime.fromisoformat(created)
+    except ValueError:
+        f.fail(f"{at}.created_at", "is not an ISO-8601 time", created)
+    counts = {
+        key: f.integer(f.get(entry, key, f"{at}.{key}"), f"{at}.{key}")
+        for key in ("chunks", "rows", "documents", "deleted_chunks", "next_chunk_id")
+    }
+    files_raw = f.mapping(f.get(entry, "files", f"{at}.files"), f"{at}.files")
+    files: dict[str, dict[str, Any]] = {}
+    for name, info in files_raw.items():
+        where = f"{at}.files[{name!r}]"
+        f.text(name, f"{at}.files", _FILE_NAME, "a plain file name")
+        info = f.mapping(info, where)
+        size = f.get(info, "bytes", f"{where}.bytes")
+        digest = f.get(info, "sha256", f"{where}.sha256")
+        files[name] = {
+            "bytes": f.integer(size, f"{where}.bytes"),
+            "sha256": f.text(digest, f"{where}.sha256", _SHA256, "a hex SHA-256"),
+        }
+    return SnapshotRecord(id=sid, created_at=created_at, files=files, **counts)
 
 
-def _new_id(manifest: dict[str, Any] | None) -> str:
+@contextlib.contextmanager
+def manifest_field(manifest: Manifest, field: str) -> Iterator[None]:
+    """Report a bad manifest value that another layer parses as a :class:`StoreCorruptedError`.
+
+    ``with manifest_field(m, "index.hnsw"): HnswConfig.from_dict(m.index["hnsw"])``:
+    a ``ConfigError``, ``KeyError``, ``TypeError`` or ``ValueError`` raised in
+    the block becomes a ``StoreCorruptedError`` naming the manifest and the field.
+    """
+    try:
+        yield
+    except StoreError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, FastragError) and not isinstance(exc, ConfigError):
+            raise  # e.g. an embedder mismatch is the caller's problem, not a corrupt file
+        raise StoreCorruptedError(f"{manifest.path}: field {field!r} is invalid: {exc}") from exc
+
+
+def _new_id(manifest: Manifest | None) -> str:
     seq = 1
     if manifest:
-        seq = 1 + max((int(e["id"].split("-", 1)[0]) for e in manifest["snapshots"]), default=0)
+        seq = 1 + max((int(e.id.split("-", 1)[0]) for e in manifest.snapshots), default=0)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     return f"{seq:06d}-{stamp}"
 
@@ -179,12 +433,12 @@ def _write_snapshot(
     with file_lock(root / _LOCK):
         manifest = read_manifest(root) if (root / MANIFEST).exists() else None
         if manifest is not None and not overwrite:
-            for key in ("dim", "embedder"):
-                if manifest[key] != header[key]:
-                    raise StoreError(
-                        f"{root}: holds a knowledge base with a different {key}; pass "
-                        "overwrite=True to replace it, or save elsewhere"
-                    )
+            if manifest.dim != header["dim"] or manifest.embedder != header["embedder"]:
+                key = "dim" if manifest.dim != header["dim"] else "embedder"
+                raise StoreError(
+                    f"{root}: holds a knowledge base with a different {key}; pass "
+                    "overwrite=True to replace it, or save elsewhere"
+                )
         sid = _new_id(manifest)
         tmp = snapshots_dir / f".tmp-{sid}-{os.getpid()}"
         tmp.mkdir()
@@ -210,7 +464,9 @@ def _write_snapshot(
             "next_chunk_id": store.next_chunk_id,
             "files": files,
         }
-        previous = [] if (manifest is None or overwrite) else list(manifest["snapshots"])
+        previous = []
+        if manifest is not None and not overwrite:
+            previous = [e.to_dict() for e in manifest.snapshots]
         new_manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -219,9 +475,10 @@ def _write_snapshot(
             "current": sid,
             "snapshots": [*previous, entry],
         }
+        checked = _check_manifest(root, new_manifest)
         atomic_write_bytes(root / MANIFEST, orjson.dumps(new_manifest, option=orjson.OPT_INDENT_2))
         fault("manifest-written")
-        _prune_locked(root, new_manifest, keep)
+        _prune_locked(root, checked, keep)
         fault("pruned")
         return sid
 
@@ -231,42 +488,191 @@ def list_snapshots(root: Path) -> list[SnapshotInfo]:
     manifest = read_manifest(Path(root))
     return [
         SnapshotInfo(
-            id=e["id"],
-            created_at=_dt.datetime.fromisoformat(e["created_at"]),
-            chunks=e["chunks"],
-            documents=e["documents"],
-            deleted_chunks=e["deleted_chunks"],
-            current=e["id"] == manifest["current"],
+            id=e.id,
+            created_at=e.created_at,
+            chunks=e.chunks,
+            documents=e.documents,
+            deleted_chunks=e.deleted_chunks,
+            current=e.id == manifest.current,
         )
-        for e in manifest["snapshots"]
+        for e in manifest.snapshots
     ]
 
 
 def prune_snapshots(root: Path, keep: int) -> list[str]:
-    """Remove all but the ``keep`` newest snapshots (never the current one); return removed ids."""
+    """Remove all but the ``keep`` newest snapshots (never the current one); return removed ids.
+
+    The ids leave the manifest at once; the directory of a snapshot that a
+    reader is opening (see :func:`hold_snapshot`) is removed by a later save
+    or prune, once the reader is done.
+    """
     root = Path(root)
     with file_lock(root / _LOCK):
         return _prune_locked(root, read_manifest(root), keep)
 
 
-def _prune_locked(root: Path, manifest: dict[str, Any], keep: int | None) -> list[str]:
+def _prune_locked(root: Path, manifest: Manifest, keep: int | None) -> list[str]:
     snapshots_dir = root / SNAPSHOTS
     # Leftovers of saves that crashed before their rename.
     for p in snapshots_dir.glob(".tmp-*"):
         shutil.rmtree(p, ignore_errors=True)
-    # Snapshot directories the manifest does not know (a crash between rename and manifest).
-    known = {e["id"] for e in manifest["snapshots"]}
+    entries = manifest.snapshots
+    doomed: list[str] = []
+    if keep is not None:
+        doomed = [e.id for e in entries[: max(0, len(entries) - keep)] if e.id != manifest.current]
+    if doomed:
+        kept = [e.to_dict() for e in entries if e.id not in doomed]
+        data = {**manifest.data, "snapshots": kept}
+        atomic_write_bytes(root / MANIFEST, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    listed = {e.id for e in entries} - set(doomed)
+    # Pruned snapshots, directories the manifest does not know (a crash between
+    # rename and manifest, a save with overwrite=True) and stale leases.
     for p in snapshots_dir.iterdir():
-        if p.is_dir() and not p.name.startswith(".") and p.name not in known:
-            shutil.rmtree(p, ignore_errors=True)
-    if keep is None:
-        return []
-    entries = manifest["snapshots"]
-    doomed = [e["id"] for e in entries[: max(0, len(entries) - keep)] if e["id"] != manifest["current"]]
-    if not doomed:
-        return []
-    manifest = {**manifest, "snapshots": [e for e in entries if e["id"] not in doomed]}
-    atomic_write_bytes(root / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    for sid in doomed:
-        shutil.rmtree(snapshots_dir / sid, ignore_errors=True)
+        name = p.name
+        if name.startswith(_LEASE):
+            sid = name[len(_LEASE) :]
+            if sid not in listed and not (snapshots_dir / sid).exists():
+                _remove_unheld(snapshots_dir, sid)
+        elif not name.startswith(".") and name not in listed and p.is_dir():
+            _remove_unheld(snapshots_dir, name)
     return doomed
+
+
+# -- readers' leases -----------------------------------------------------------------
+#
+# A reader opening a snapshot holds a shared flock on snapshots/.lease-<id> while
+# it maps the files; pruning takes the exclusive lock without waiting, and
+# leaves a held directory for a later prune. Once opened, a reader needs no
+# lease: its files are mapped (or read), and an unlinked file stays readable.
+#
+# Pruner: lock EX -> rmtree(<id>) -> unlink lease -> unlock. Reader: open lease
+# (created if missing) -> lock SH -> check that <id> still exists. Whatever the
+# interleaving, a reader that holds SH with <id> present keeps it until it
+# unlocks, and a reader that finds <id> gone reads the manifest again.
+
+_LEASE = ".lease-"
+_OPEN_ATTEMPTS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class HeldSnapshot:
+    """A snapshot kept from pruning while a reader opens it (see :func:`hold_snapshot`)."""
+
+    manifest: Manifest
+    entry: SnapshotRecord
+    directory: Path
+
+
+def _remove_unheld(snapshots_dir: Path, sid: str) -> bool:
+    """Remove ``snapshots/<sid>`` and its lease unless a reader holds it; True if removed."""
+    lease = snapshots_dir / f"{_LEASE}{sid}"
+    fd = os.open(lease, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            return False
+        shutil.rmtree(snapshots_dir / sid, ignore_errors=True)
+        lease.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _shared_lease(path: Path) -> tuple[bool, int | None]:
+    """Lock ``path`` shared; ``(False, None)`` while a pruner holds it exclusively.
+
+    A knowledge base the reader may not write to gives ``(True, None)``: it is
+    opened without a lease (a writer's pruning can then race the reader).
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return True, None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise StoreError(f"{path}: cannot lock: {exc}") from exc
+        return False, None
+    return True, fd
+
+
+@contextlib.contextmanager
+def hold_snapshot(root: Path, snapshot: str | None = None) -> Iterator[HeldSnapshot]:
+    """Read the manifest and keep ``snapshot`` (default: the current one) for the block.
+
+    While the block runs, no save or prune (of any process) removes the
+    snapshot's directory, so a reader can open every file of it. When the
+    snapshot read as current was already being pruned by a save that
+    replaced it, the manifest is read again and the new current snapshot is
+    held instead.
+
+    Parameters
+    ----------
+    root : Path
+        Knowledge-base directory.
+    snapshot : str, optional
+        A listed snapshot id; default the current one.
+
+    Yields
+    ------
+    HeldSnapshot
+        The checked manifest, the snapshot's entry and its directory.
+
+    Raises
+    ------
+    StoreNotFoundError
+        No such knowledge base or snapshot, or ``snapshot`` was pruned
+        while it was being opened.
+    StoreCorruptedError
+        The manifest is malformed, or a snapshot path resolves outside the
+        knowledge base.
+    StoreError
+        The current snapshot was replaced and pruned on every one of many
+        attempts (a writer saving without pause).
+    """
+    root = Path(root)
+    for _ in range(_OPEN_ATTEMPTS):
+        manifest = read_manifest(root)
+        entry = manifest.snapshot(snapshot)
+        directory = manifest.snapshot_dir(entry.id)
+        held, fd = _shared_lease(root / SNAPSHOTS / f"{_LEASE}{entry.id}")
+        try:
+            if held and directory.is_dir():
+                _check_inside(manifest, entry, directory)
+                yield HeldSnapshot(manifest, entry, directory)
+                return
+        finally:
+            if fd is not None:
+                os.close(fd)
+        # Pruning removes an id from the manifest before its directory: a directory
+        # missing while its id is still listed (and nobody prunes it) was lost.
+        if held and entry.id in {e.id for e in read_manifest(root).snapshots}:
+            raise StoreCorruptedError(f"{directory}: the snapshot's directory is missing")
+        if snapshot is not None:
+            raise StoreNotFoundError(f"{root}: snapshot {snapshot!r} was pruned while being opened")
+    raise StoreError(
+        f"{root}: the current snapshot was replaced and pruned {_OPEN_ATTEMPTS} times while "
+        "being opened (a writer saving without pause); try again"
+    )
+
+
+def _check_inside(manifest: Manifest, entry: SnapshotRecord, directory: Path) -> None:
+    """Refuse a snapshot directory or file that a symbolic link sends outside ``snapshots/``."""
+    base = (manifest.root / SNAPSHOTS).resolve()
+    real = directory.resolve()
+    if real.parent != base:
+        raise StoreCorruptedError(
+            f"{directory}: resolves to {real}, outside the knowledge base's snapshots folder"
+        )
+    for name in entry.files:
+        path = directory / name
+        if path.is_symlink() and path.resolve().parent != real:
+            raise StoreCorruptedError(f"{path}: a symbolic link out of its snapshot folder")

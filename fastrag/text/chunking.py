@@ -1,4 +1,4 @@
-r"""Cut documents into overlapping character windows.
+r"""Cut documents into chunks: overlapping character windows, or structure-aware chunks.
 
 Every document is first normalised exactly like
 ``re.sub(r"\\s+", " ", text).strip()`` (every run of Unicode white space
@@ -13,6 +13,13 @@ The work is done by the parallel Numba kernel
 :func:`fastrag._native.chunking.chunk_utf8` over the Arrow ``large_string``
 layout; Python strings are encoded once with pyarrow, and the chunk texts come
 back as Arrow buffers, so :meth:`Chunks.text_array` is zero-copy.
+
+``mode="structure"`` reads the line structure of the raw text first (Markdown
+headings, paragraphs, list items, table rows, fenced blocks; see
+:mod:`fastrag._native.structure`) and packs whole consecutive units into
+chunks of at most ``window`` characters, cutting only a unit longer than the
+window with the sliding windows. Offsets stay exact (``normalised[start:end]``
+is the chunk) and every chunk carries its heading path (:meth:`Chunks.section_array`).
 """
 
 from __future__ import annotations
@@ -24,14 +31,19 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
 from .._native import chunking as _kernels
+from .._native import structure as _structure
 from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError
 from .utf8 import encode_utf8, utf8_buffers
 
-__all__ = ["Chunker", "Chunks"]
+__all__ = ["CHUNKING_MODES", "Chunker", "Chunks"]
+
+CHUNKING_MODES = ("windows", "structure")
+"""What ``Chunker(mode=...)`` accepts."""
 
 TextsLike = Sequence[str] | pa.Array | pa.ChunkedArray
 """What :meth:`Chunker.chunk` accepts."""
@@ -58,6 +70,11 @@ class Chunks:
         uint8, the UTF-8 bytes of every chunk, one after the other.
     n_docs : int
         Number of documents in the batch (including those without chunks).
+    chunk_section : numpy.ndarray or None
+        int64, index of every chunk's heading path in :attr:`sections`, or
+        -1 before a document's first heading; None for windows.
+    sections : pyarrow.LargeStringArray or None
+        Heading paths (``"Guide > Install"``); None for windows.
     """
 
     chunk_doc: np.ndarray
@@ -67,6 +84,8 @@ class Chunks:
     text_offsets: np.ndarray
     text_data: np.ndarray
     n_docs: int
+    chunk_section: np.ndarray | None = None
+    sections: pa.LargeStringArray | None = None
 
     def __len__(self) -> int:
         return int(self.chunk_doc.shape[0])
@@ -99,6 +118,27 @@ class Chunks:
         """
         return self.text_array().to_pylist()
 
+    def section_array(self) -> pa.DictionaryArray | None:
+        """Return every chunk's heading path, dictionary-encoded (null without one).
+
+        Returns
+        -------
+        pyarrow.DictionaryArray or None
+            ``dictionary<int32, string>`` of ``len(self)`` entries, each path
+            once in the dictionary; None when the chunks are windows.
+        """
+        if self.chunk_section is None or self.sections is None:
+            return None
+        unique = pc.unique(self.sections)
+        remap = pc.index_in(self.sections, value_set=unique).to_numpy(zero_copy_only=False)
+        codes = self.chunk_section
+        indices = np.where(codes >= 0, remap[np.maximum(codes, 0)] if remap.size else 0, 0)
+        missing = codes < 0
+        return pa.DictionaryArray.from_arrays(
+            pa.array(indices.astype(np.int32), mask=missing if missing.any() else None),
+            unique.cast(pa.string()),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Chunker:
@@ -111,13 +151,17 @@ class Chunker:
         shorter); at least 1.
     overlap : int, default 40
         Characters shared by consecutive chunks of a document;
-        ``0 <= overlap < window``.
+        ``0 <= overlap < window``. In structure mode, the overlap of the
+        windows that cut a unit longer than ``window``.
+    mode : {"windows", "structure"}, default "windows"
+        Fixed windows, or whole structural units (headings, paragraphs, list
+        items, table rows) packed up to ``window`` characters.
 
     Raises
     ------
     ConfigError
-        If ``window`` or ``overlap`` is not an int (``bool`` is refused) or
-        ``window > overlap >= 0`` does not hold.
+        If ``window`` or ``overlap`` is not an int (``bool`` is refused),
+        ``window > overlap >= 0`` does not hold or ``mode`` is unknown.
 
     Examples
     --------
@@ -127,8 +171,13 @@ class Chunker:
 
     window: int = 200
     overlap: int = 40
+    mode: str = "windows"
 
     def __post_init__(self) -> None:
+        if self.mode not in CHUNKING_MODES:
+            raise ConfigError(
+                f"chunking must be one of {', '.join(map(repr, CHUNKING_MODES))}, got {self.mode!r}"
+            )
         window, overlap = self.window, self.overlap
         for name, value in (("window", window), ("overlap", overlap)):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -169,13 +218,24 @@ class Chunker:
             If ``threads`` is invalid.
         """
         data, offsets = _as_utf8(texts)
+        n_docs = int(offsets.size - 1)
+        if self.mode == "structure":
+            with _threads(threads, work=int(offsets[-1] - offsets[0]) * 16):
+                out = _structure.structure_utf8(data, offsets, self.window, self.overlap)
+            for array in out:
+                array.flags.writeable = False
+            *table, section, sec_offsets, sec_data = out
+            sections = pa.LargeStringArray.from_buffers(
+                sec_offsets.size - 1, pa.py_buffer(sec_offsets), pa.py_buffer(sec_data)
+            )
+            return Chunks(*table, n_docs, section, sections)
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 4):
             doc, ord_, start, end, text_offsets, text_data = _kernels.chunk_utf8(
                 data, offsets, self.window, self.overlap
             )
         for array in (doc, ord_, start, end, text_offsets, text_data):
             array.flags.writeable = False
-        return Chunks(doc, ord_, start, end, text_offsets, text_data, int(offsets.size - 1))
+        return Chunks(doc, ord_, start, end, text_offsets, text_data, n_docs)
 
     def split(self, text: str) -> list[str]:
         """Return the chunk texts of one document.
@@ -191,6 +251,13 @@ class Chunker:
             Its chunks, in order (empty for an empty or all-white-space text).
         """
         return self.chunk([text]).texts()
+
+    def config(self) -> dict[str, Any]:
+        """Return the chunker as saved in a manifest (``Chunker(**config)`` rebuilds it)."""
+        out: dict[str, Any] = {"window": self.window, "overlap": self.overlap}
+        if self.mode != "windows":
+            out["mode"] = self.mode
+        return out
 
 
 def _as_utf8(texts: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -63,16 +63,24 @@ from .. import _native  # noqa: F401  (the package must import before its submod
 from .._native import tokenize as _kernels
 from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError
+from .cjk import CJK_RANGES
+from .stopwords import ENGLISH_STOPWORDS, STOPWORDS
 from .utf8 import encode_utf8, utf8_buffers
 
-__all__ = ["ENGLISH_STOPWORDS", "Tokenizer", "Tokens"]
+__all__ = ["LUCENE_STOPWORDS", "Tokenizer", "Tokens"]
 
-ENGLISH_STOPWORDS: tuple[str, ...] = (
+LUCENE_STOPWORDS: tuple[str, ...] = (
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
     "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
     "these", "they", "this", "to", "was", "will", "with",
 )  # fmt: skip
-"""Lucene's (and Anserini's) default English stop words, 33 of them."""
+"""Lucene's (and Anserini's) default English stop words, 33 of them (``stopwords="lucene"``)."""
+
+_STOP_LISTS = {
+    "default": STOPWORDS,
+    "english": tuple(sorted(ENGLISH_STOPWORDS)),
+    "lucene": LUCENE_STOPWORDS,
+}
 
 CJK_MODES = {
     "unigram+bigram": _kernels.CJK_BOTH,
@@ -83,17 +91,7 @@ STEMMERS = ("porter",)
 
 _CLASS_LIMIT = 0xE01F0  # past the variation selectors supplement; later code points separate
 _FOLD_LIMIT = 0x20000  # every cased letter is below this
-_CJK_RANGES = (
-    (0x1100, 0x1200),  # Hangul Jamo
-    (0x3000, 0x3400),  # CJK symbols (only letters/numbers count: 々 〆 〇), Kana, Bopomofo
-    (0x3400, 0xA000),  # CJK Unified Ideographs and extension A
-    (0xA960, 0xA980),  # Hangul Jamo extended A
-    (0xAC00, 0xD800),  # Hangul syllables, Jamo extended B
-    (0xF900, 0xFB00),  # CJK compatibility ideographs
-    (0xFF66, 0xFFDD),  # half-width Katakana and Hangul
-    (0x1B000, 0x1B170),  # Kana supplement and extensions
-    (0x20000, 0x32400),  # CJK extensions B-H, compatibility supplement
-)
+_CJK_RANGES = CJK_RANGES
 
 TextsLike = Sequence[str] | pa.Array | pa.ChunkedArray
 
@@ -131,7 +129,7 @@ def _translation(lowercase: bool) -> dict[int, int]:
     """``str.translate`` table doing what the fold table does."""
     fold = _fold(lowercase)
     changed = np.flatnonzero(fold != np.arange(fold.size))
-    return dict(zip(changed.tolist(), fold[changed].tolist()))
+    return dict(zip(changed.tolist(), fold[changed].tolist(), strict=False))
 
 
 def _hash_strings(strings: Sequence[str]) -> np.ndarray:
@@ -189,10 +187,14 @@ class Tokenizer:
     ----------
     lowercase : bool, default True
         Lower-case every code point.
-    stopwords : "english", sequence of str or None, default "english"
-        Tokens to drop, compared after folding; ``"english"`` is
-        :data:`ENGLISH_STOPWORDS`; ``None`` or an empty sequence keeps all.
-        Kept as a sorted tuple of distinct folded words.
+    stopwords : str, sequence of str or None, default "default"
+        Tokens to drop, compared after folding: ``"default"`` is
+        :data:`fastrag.text.stopwords.STOPWORDS` (the one list every stage
+        uses: English function and question words, Chinese function
+        characters and bigrams), ``"english"`` its English part,
+        ``"lucene"`` Lucene's 33 words (:data:`LUCENE_STOPWORDS`, to
+        reproduce published BM25 figures); ``None`` or an empty sequence
+        keeps all. Kept as a sorted tuple of distinct folded words.
     stem : {None, "porter"}, default None
         Stem words (not CJK tokens) with the Porter stemmer (needs PyStemmer).
     cjk : {"unigram+bigram", "unigram", "bigram"}, default "unigram+bigram"
@@ -212,7 +214,7 @@ class Tokenizer:
     """
 
     lowercase: bool = True
-    stopwords: Any = "english"
+    stopwords: Any = "default"
     stem: str | None = None
     cjk: str = "unigram+bigram"
     _stop_hashes: np.ndarray = field(init=False, repr=False, compare=False)
@@ -229,14 +231,17 @@ class Tokenizer:
         if stop is None:
             words: tuple[str, ...] = ()
         elif isinstance(stop, str):
-            if stop != "english":
+            if stop not in _STOP_LISTS:
                 raise ConfigError(
-                    f"stopwords must be 'english', a sequence of str or None, got {stop!r}"
+                    f"stopwords must be one of {sorted(_STOP_LISTS)}, a sequence of str or None, "
+                    f"got {stop!r}"
                 )
-            words = ENGLISH_STOPWORDS
+            words = _STOP_LISTS[stop]
         else:
             if not isinstance(stop, Iterable) or not all(isinstance(w, str) for w in stop):
-                raise ConfigError("stopwords must be 'english', a sequence of str or None")
+                raise ConfigError(
+                    f"stopwords must be one of {sorted(_STOP_LISTS)}, a sequence of str or None"
+                )
             words = tuple(stop)
         table = _translation(self.lowercase)
         words = tuple(sorted({w.translate(table) for w in words} - {""}))
@@ -386,13 +391,13 @@ class Tokenizer:
             pos = first[missing]
             texts = [
                 data[s:e].tobytes().decode("utf-8", "replace").translate(table)
-                for s, e in zip(starts[pos].tolist(), ends[pos].tolist())
+                for s, e in zip(starts[pos].tolist(), ends[pos].tolist(), strict=False)
             ]
             stems = self._stem(texts)
             stem_hashes = _hash_strings(stems).tolist()
             if len(cache) > 2_000_000:  # bound the memory of a long-running service
                 cache.clear()
-            for j, h in zip(missing, stem_hashes):
+            for j, h in zip(missing, stem_hashes, strict=False):
                 cache[keys[j]] = h
                 mapped[j] = h
         return _kernels.replace_words(hashes, inverse, np.array(mapped, dtype=np.uint64))
@@ -401,7 +406,7 @@ class Tokenizer:
         """Stem words longer than two characters (shorter ones are kept)."""
         with self._stem_lock:
             stems = self._stemmer.stemWords(words)
-        return [s if len(w) > 2 and s else w for w, s in zip(words, stems)]
+        return [s if len(w) > 2 and s else w for w, s in zip(words, stems, strict=False)]
 
     def tokens(self, text: str) -> list[str]:
         """Return the tokens of one text as strings (slow; for inspection and comparisons).
@@ -448,7 +453,7 @@ class Tokenizer:
         classes = _classes()
         cjk = _kernels.CJK
         strings = []
-        for s, e, kind in zip(starts.tolist(), ends.tolist(), kinds.tolist()):
+        for s, e, kind in zip(starts.tolist(), ends.tolist(), kinds.tolist(), strict=False):
             text = data[s:e].tobytes().decode("utf-8", "replace")
             if kind == 1:
                 strings.append(text.translate(table))
@@ -458,7 +463,7 @@ class Tokenizer:
         if self._stemmer is not None:
             words = [i for i, k in enumerate(kinds.tolist()) if k == 1]
             stems = self._stem([strings[i] for i in words])
-            for i, s in zip(words, stems):
+            for i, s in zip(words, stems, strict=False):
                 strings[i] = s
         bounds = tok_offsets.tolist()
         return [strings[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]

@@ -1,17 +1,24 @@
-"""Reference for :func:`fastrag.answer.generate.question_terms`: one character pair at a time."""
+"""Reference for :func:`fastrag.text.terms.question_terms`: one character pair at a time."""
 
 from __future__ import annotations
 
-from fastrag.answer.generate import (
-    _CJK_CHAR,
-    _CJK_RUN,
-    _EN_STOP,
-    _WORD,
-    _ZH_QUESTION_PHRASES,
-    _ZH_STOP_CHARS,
-    _ZH_STOP_PAIRS,
-    _stem,
-)
+import re
+
+import Stemmer
+
+from fastrag.text.cjk import CJK_CHAR as _CJK_CHAR
+from fastrag.text.cjk import CJK_RUN as _CJK_RUN
+from fastrag.text.stopwords import CHINESE_QUESTION_PHRASES as _ZH_QUESTION_PHRASES
+from fastrag.text.stopwords import CHINESE_STOP_BIGRAMS as _ZH_STOP_PAIRS
+from fastrag.text.stopwords import CHINESE_STOP_CHARS as _ZH_STOP_CHARS
+from fastrag.text.stopwords import ENGLISH_STOPWORDS as _EN_STOP
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_PORTER = Stemmer.Stemmer("porter")
+
+
+def _stem(word: str) -> str:
+    return word if len(word) <= 2 else _PORTER.stemWord(word)
 
 
 def question_terms(text: str) -> tuple[set[str], set[str]]:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import unicodedata
 
-ENGLISH = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split()
-)
+from fastrag.text.stopwords import STOPWORDS
+
+ENGLISH = frozenset(STOPWORDS)  # the tokenizer's default list (data, not logic)
 
 CJK_RANGES = (
     (0x1100, 0x1200),

@@ -314,7 +314,15 @@ class Redactor:
     __call__ = redact
 
     def redact_hits(self, hits: Sequence[Hit]) -> tuple[list[Hit], dict[str, int]]:
-        """Redact the text of each hit.
+        """Redact the text of each hit, and digit runs its window may have cut.
+
+        A window (or a merged block) can begin or end in the middle of a
+        number: a card number cut by two windows is no longer a card number
+        in either, and would pass whole-number matching. So a run of at least
+        :data:`EDGE_DIGITS` digits (grouped by single spaces or dashes or not)
+        touching the end of a hit, or its start when the hit does not start
+        its document (``start > 0``), is replaced by ``[NUMBER]`` (counted as
+        ``PARTIAL_NUMBER``): conservative, as it may be part of an identifier.
 
         Parameters
         ----------
@@ -333,12 +341,44 @@ class Redactor:
         counts: dict[str, int] = {}
         for hit in hits:
             red = self.redact(hit.text)
+            text, cut = _cut_edges(red.text, hit.start > 0)
+            if cut:
+                red = Redaction(text, {**red.counts, PARTIAL_NUMBER: cut})
             if red.counts:
                 hit = dataclasses.replace(hit, text=red.text)
                 for name, n in red.counts.items():
                     counts[name] = counts.get(name, 0) + n
             out.append(hit)
         return out, counts
+
+
+EDGE_DIGITS = 5
+"""Digits of a run at a cut window edge from which it is taken for a fragment of an identifier."""
+
+PARTIAL_NUMBER = "PARTIAL_NUMBER"
+"""Type name of a digit run at a cut window edge (placeholder ``[NUMBER]``)."""
+
+_HEAD = re.compile(r"^\d(?:[ -]?\d)*")
+_TAIL = re.compile(r"\d(?:[ -]?\d)*$")
+
+
+def _digits(s: str) -> int:
+    return sum(c.isdigit() for c in s)
+
+
+def _cut_edges(text: str, cut_start: bool) -> tuple[str, int]:
+    """Replace long digit runs at the end (and, when ``cut_start``, the start) by ``[NUMBER]``."""
+    n = 0
+    tail = _TAIL.search(text)
+    if tail is not None and _digits(tail.group()) >= EDGE_DIGITS:
+        text = text[: tail.start()] + "[NUMBER]"
+        n += 1
+    if cut_start:
+        head = _HEAD.match(text)
+        if head is not None and _digits(head.group()) >= EDGE_DIGITS:
+            text = "[NUMBER]" + text[head.end() :]
+            n += 1
+    return text, n
 
 
 _DEFAULT: Redactor | None = None

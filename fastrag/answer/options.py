@@ -1,0 +1,110 @@
+"""How answers are assembled and checked: :class:`AnswerOptions`."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..text.tokens import estimate_tokens
+from ..types import Hit
+from .conflicts import Conflict
+from .stages import StageHook
+from .verify import LLMJudge
+
+__all__ = ["ANSWER_FIELDS", "AnswerOptions"]
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """How answers are assembled and checked (keyword arguments of ``answer`` are shorthand).
+
+    Parameters
+    ----------
+    budget : int or None, default 3000
+        Context token budget (see :func:`fastrag.text.tokens.estimate_tokens`);
+        ``None`` packs every hit.
+    estimator : callable, default estimate_tokens
+        ``estimator(text) -> tokens``, for the context budget and for the
+        ``tokens_per_minute`` rate limit alike.
+    redact : bool, default True
+        Redact PII from every text bound for a model (prompt, rewriter,
+        reranker, judge, conflict check).
+    max_age_days : float or None, default 180
+        Sources older than this get a freshness warning (``None``: never).
+    min_faithfulness : float, default 0.5
+        An answer whose faithfulness is below this is flagged.
+    replace_unfaithful : bool, default False
+        Replace a flagged answer with the not-found answer.
+    judge : LLMJudge or None
+        Judge faithfulness with a model (falls back to the rules); default rules.
+    detect_conflicts : bool or callable, default True
+        Look for sources that state different numbers for the same thing:
+        True for the rules, or a checker ``check(hits) -> list[Conflict]``
+        such as :class:`~fastrag.answer.conflicts.LLMConflictCheck` (it is
+        given the redacted hits when ``redact``).
+    on_stage : callable, optional
+        ``on_stage(name, seconds, info)`` after each stage, for tracing.
+    now : datetime, optional
+        The clock for freshness (tests).
+    schema : mapping, optional
+        A JSON Schema: a chat generator answers with JSON that matches it
+        (``Answer.data``); the extractive generator declines with a
+        :class:`~fastrag.errors.ConfigError`. Validated with ``jsonschema``.
+    """
+
+    budget: int | None = 3000
+    estimator: Callable[[str], int] = estimate_tokens
+    redact: bool = True
+    max_age_days: float | None = 180
+    min_faithfulness: float = 0.5
+    replace_unfaithful: bool = False
+    judge: LLMJudge | None = None
+    detect_conflicts: bool | Callable[[Sequence[Hit]], list[Conflict]] = True
+    on_stage: StageHook | None = None
+    now: _dt.datetime | None = None
+    schema: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget is not None and (
+            isinstance(self.budget, bool) or not isinstance(self.budget, int) or self.budget < 1
+        ):
+            raise ConfigError(f"budget must be a positive int or None, got {self.budget!r}")
+        if not callable(self.estimator):
+            raise ConfigError(f"estimator must be callable, got {type(self.estimator).__name__}")
+        for name in ("redact", "replace_unfaithful"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.max_age_days is not None and (
+            isinstance(self.max_age_days, bool)
+            or not isinstance(self.max_age_days, (int, float))
+            or self.max_age_days < 0
+        ):
+            raise ConfigError(
+                f"max_age_days must be a number >= 0 or None, got {self.max_age_days!r}"
+            )
+        if (
+            isinstance(self.min_faithfulness, bool)
+            or not isinstance(self.min_faithfulness, (int, float))
+            or not 0.0 <= float(self.min_faithfulness) <= 1.0
+        ):
+            raise ConfigError(f"min_faithfulness must be in [0, 1], got {self.min_faithfulness!r}")
+        if self.on_stage is not None and not callable(self.on_stage):
+            raise ConfigError("on_stage must be callable as on_stage(name, seconds, info)")
+        if not (isinstance(self.detect_conflicts, bool) or callable(self.detect_conflicts)):
+            raise ConfigError("detect_conflicts must be a bool or a callable check(hits)")
+        if self.schema is not None and not isinstance(self.schema, Mapping):
+            raise ConfigError(
+                f"schema must be a JSON Schema object (a mapping), got {type(self.schema).__name__}"
+            )
+
+    def replace(self, **changes: Any) -> AnswerOptions:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+ANSWER_FIELDS = frozenset(f.name for f in dataclasses.fields(AnswerOptions))
+"""Field names of :class:`AnswerOptions`."""
