@@ -159,6 +159,7 @@ def test_answer_batch_plain_and_streamed(server):
     qs = [LEAVE_Q, "What is the capital of Mongolia?"]
     rows = post(server, "/v1/answer/batch", {"questions": qs}).json()["results"]
     assert [r["found"] for r in rows] == [True, False] and rows[0]["citations"]
+    assert rows[0]["hits"] and rows[0]["audit_digest"] and [r["index"] for r in rows] == [0, 1]
     events = sse_events(post(server, "/v1/answer/batch", {"questions": qs, "stream": True}).text)
     answers = [d for e, d in events if e == "answer"]
     assert [a["index"] for a in answers] == [0, 1]

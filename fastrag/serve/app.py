@@ -540,11 +540,18 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
 
         return _stream(_guarded(svc, "answer_batch", events()))
     kb, snapshot = served.current
-    table = await svc.call(kb.answer_batch, questions, k, model_bound=svc.model_bound, **args)
-    rows = table.to_pylist()
-    for row in rows:
-        if row["error"] is None:
-            svc.answered(served.name, row["found"], bool(row["citations"]))
+    answers = await svc.call(
+        kb.answer_batch, questions, k, model_bound=svc.model_bound, output="answers", **args
+    )
+    rows: list[dict[str, Any]] = []
+    for i, (question, ans) in enumerate(zip(questions, answers)):
+        if ans is None:  # the engine reports a failed question as None in this form
+            rows.append({"index": i, "question": question, **error_body(
+                "answer_failed", "this question could not be answered (the server's log has why)"
+            )})  # fmt: skip
+            continue
+        svc.answered(served.name, ans.found, bool(ans.citations))
+        rows.append({"index": i, **ans.to_dict()})
     return json_response({"kb": served.name, "snapshot": snapshot, "results": rows})
 
 

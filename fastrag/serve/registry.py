@@ -177,7 +177,7 @@ class Registry:
                 if stamp is None or stamp == served.stamp:
                     continue
                 try:
-                    current = read_manifest(served.path)["current"]
+                    current = read_manifest(served.path).current
                     if current != served.current.snapshot:
                         # One assignment: requests in flight keep the object they hold.
                         served.current = _open(served.path)
