@@ -13,7 +13,7 @@ What it measures, on loopback, against a 100,000-chunk knowledge base
    for ``c`` in 1..64: throughput and p50/p99 latency of ``/v1/retrieve``
    (vector over HNSW, vector exact, hybrid) and ``/v1/answer`` (extractive;
    vector and hybrid), for ``fastrag serve --workers 1`` and ``2``, and
-   ``/v1/retrieve`` of the peer (``serve_baseline.py``: FastAPI + numpy, exact
+   ``/v1/retrieve`` of the peer (``_serve_baseline.py``: FastAPI + numpy, exact
    cosine) with 1 and 2 workers;
 2. **open loop**: requests sent on a fixed schedule (not after the previous
    answer; latency counted from the scheduled send time, so a slow server
@@ -92,7 +92,7 @@ class Server:
             # pool, and OpenBLAS threads spinning against each other cut the peer's
             # throughput tenfold (measured: 30 req/s at 8 connections on 3,000 chunks).
             env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-            cmd = [sys.executable, "-m", "uvicorn", "serve_baseline:app", "--app-dir", str(HERE),
+            cmd = [sys.executable, "-m", "uvicorn", "_serve_baseline:app", "--app-dir", str(HERE),
                    "--port", str(self.port), "--workers", str(workers), "--no-access-log",
                    "--log-level", "warning"]  # fmt: skip
         self.t_start = time.perf_counter()

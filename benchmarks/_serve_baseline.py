@@ -7,7 +7,7 @@ The question is embedded with the knowledge base's own embedder (fastrag's
 ``VocabularyEmbedder``: a few microseconds), so both services rank in the same
 vector space and differ only in search and serving.
 
-Run by ``bench_serve.py`` as ``uvicorn serve_baseline:app`` with
+Run by ``bench_serve.py`` as ``uvicorn _serve_baseline:app`` with
 ``FASTRAG_BASELINE_KB`` naming the knowledge-base folder.
 """
 
