@@ -465,6 +465,55 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_settings(args: argparse.Namespace) -> Any:
+    from .serve.settings import ServeSettings, parse_kb_args
+
+    return ServeSettings(
+        kbs=parse_kb_args(args.kb),
+        keys=getattr(args, "keys", None),
+        host=getattr(args, "host", "127.0.0.1"),
+        max_body=getattr(args, "max_body", 1 << 20),
+        timeout=getattr(args, "timeout", 30.0),
+        max_queue=getattr(args, "max_queue", 64),
+        llm=args.llm,
+        reload_interval=getattr(args, "reload_interval", 1.0),
+        engine_threads=getattr(args, "engine_threads", 1),
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .serve.run import serve
+    except ModuleNotFoundError as exc:
+        print(f"fastrag: error: {exc.name} is missing: pip install \"fastrag-engine[serve]\"",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    serve(
+        _serve_settings(args), port=args.port, workers=args.workers, insecure=args.insecure,
+        access_log=args.access_log,
+    )  # fmt: skip
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from .serve.mcp import run_stdio
+        from .serve.registry import Registry
+    except ModuleNotFoundError as exc:
+        print(f"fastrag: error: {exc.name} is missing: pip install \"fastrag-engine[serve]\"",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    settings = _serve_settings(args)
+    warmup()
+    generator = None
+    if args.llm:
+        from .answer.chat import OpenAIChatGenerator
+
+        generator = OpenAIChatGenerator()
+    run_stdio(Registry(settings.kbs), generator=generator)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fastrag`` command."""
     common = argparse.ArgumentParser(add_help=False)
@@ -587,6 +636,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=1000, help="questions used, at most (1000)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)
+
+    p = add("serve", "serve knowledge bases over HTTP: JSON API, OpenAI-compatible, MCP, a page")
+    p.add_argument("--kb", action="append", required=True, metavar="[NAME=]PATH",
+                   help="a knowledge base to serve (repeat for more; NAME defaults to the folder name)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1; one per core)")
+    p.add_argument("--keys", default=None, metavar="FILE",
+                   help="API keys file (JSON): keys -> user, groups, allowed knowledge bases")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow binding to a non-loopback address without --keys")
+    p.add_argument("--llm", action="store_true",
+                   help="answer with the chat model configured by FASTRAG_* variables")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (30)")
+    p.add_argument("--max-queue", type=int, default=64,
+                   help="requests held per worker before 503 (64)")
+    p.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes (1 MiB)")
+    p.add_argument("--reload-interval", type=float, default=1.0,
+                   help="seconds between checks for a new snapshot (1; 0 = never)")
+    p.add_argument("--engine-threads", type=int, default=1,
+                   help="threads per worker for retrieval and extractive answers; 0 runs them on "
+                   "the event loop (1)")
+    p.add_argument("--access-log", action="store_true", help="log every request (never keys)")
+    p.set_defaults(func=cmd_serve)
+
+    p = add("mcp", "serve the MCP tools (search, answer) and knowledge-base resources over stdio")
+    p.add_argument("--kb", action="append", required=True, metavar="[NAME=]PATH",
+                   help="a knowledge base to serve (repeat for more)")
+    p.add_argument("--llm", action="store_true",
+                   help="answer with the chat model configured by FASTRAG_* variables")
+    p.set_defaults(func=cmd_mcp)
 
     p = add("warmup", "compile (or load cached) kernels and report the time")
     p.set_defaults(func=cmd_warmup)

@@ -41,6 +41,7 @@ __all__ = [
     "ENV_MAX_CONCURRENCY",
     "ENV_MAX_RETRIES",
     "ENV_READ_TIMEOUT",
+    "ENV_SERVE_SETTINGS",
     "ClientConfig",
     "mask_url",
 ]
@@ -53,6 +54,8 @@ ENV_CONNECT_TIMEOUT = "FASTRAG_CONNECT_TIMEOUT"
 ENV_READ_TIMEOUT = "FASTRAG_READ_TIMEOUT"
 ENV_MAX_RETRIES = "FASTRAG_MAX_RETRIES"
 ENV_MAX_CONCURRENCY = "FASTRAG_MAX_CONCURRENCY"
+ENV_SERVE_SETTINGS = "FASTRAG_SERVE_SETTINGS"
+"""``fastrag serve``: the settings (JSON) handed to each worker process."""
 
 _MASK = "***"
 
@@ -338,3 +341,8 @@ def fault(point: str) -> None:
     """Exit the process at once if ``FASTRAG_FAULT`` names ``point`` (crash tests only)."""
     if os.environ.get(FAULT_ENV) == point:
         os._exit(86)
+
+
+def serve_settings_json() -> str | None:
+    """The JSON settings ``fastrag serve`` left for its worker processes, if any."""
+    return os.environ.get(ENV_SERVE_SETTINGS)

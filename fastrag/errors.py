@@ -27,6 +27,7 @@ cross into fastrag, with the original chained as ``__cause__``.
     ├── GenerationError                      a generator failed or returned no answer
     │   └── StructuredOutputError            no reply matched the JSON Schema, even after retries
     ├── StageTimeoutError (TimeoutError)     a stage or fallback level missed its deadline
+    ├── RequestError (ValueError)            fastrag serve: a request is malformed or not allowed
     └── ModelError                           a call to a model server failed
         ├── AuthenticationError              the server rejected the API key (401/403)
         ├── ModelResponseError               malformed answer: bad JSON, missing field
@@ -55,6 +56,7 @@ __all__ = [
     "ModelTimeoutError",
     "NotFittedError",
     "RateLimitError",
+    "RequestError",
     "RetryExhaustedError",
     "SearchIndexError",
     "SourceError",
@@ -255,3 +257,36 @@ class StageTimeoutError(FastragError, TimeoutError):
 
     The call is abandoned, not stopped; see :func:`fastrag.answer.stages.call_with_timeout`.
     """
+
+
+class RequestError(FastragError, ValueError):
+    """A request to ``fastrag serve`` is malformed, too large, unauthorised or names nothing known.
+
+    The server answers it with ``status`` and the JSON body
+    ``{"error": {"type": type, "message": message}}``.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, naming the field or value (never an API key).
+    status : int, default 400
+        The HTTP status of the answer.
+    type : str, default "invalid_request"
+        A stable, machine-readable name of the problem (``invalid_json``,
+        ``unknown_option``, ``missing_field``, ``unknown_kb``, ...).
+    headers : dict, optional
+        Extra response headers (``Retry-After``, ``WWW-Authenticate``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        type: str = "invalid_request",  # noqa: A002 - the wire name
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.headers = dict(headers or {})

@@ -83,6 +83,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     hang: float | None = None
+    stream: list[str] | None = None  # chat.completion.chunk contents, sent as Server-Sent Events
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,10 @@ class OpenAIServer:
         self.latency = 0.0
         self.max_concurrent: int | None = None
         self.limit_retry_after = "0"
+        self.stream_delay = 0.0  # seconds between streamed chunks
+        self.streams_started = 0
+        self.streams_finished = 0  # every chunk and [DONE] written
+        self.streams_broken = 0  # the client hung up mid-stream
         self.requests: list[Request] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -284,7 +289,14 @@ class OpenAIServer:
         if self.latency:
             time.sleep(self.latency)
         if request.method == "POST" and request.path == CHAT:
-            return Reply(body=self._chat(request.body or {}))
+            body = request.body or {}
+            reply = self._chat(body)
+            if body.get("stream"):
+                text = reply["choices"][0]["message"]["content"]
+                pieces = [w + " " for w in text.split(" ")]
+                pieces[-1] = pieces[-1].rstrip(" ")
+                return Reply(body=reply, stream=pieces)
+            return Reply(body=reply)
         if request.method == "POST" and request.path == EMBED:
             return self._embed(request.body or {})
         if request.method == "GET" and request.path == "/v1/models":
@@ -349,8 +361,36 @@ class OpenAIServer:
             }
         )
 
-    @staticmethod
-    def _send(h: _Handler, reply: Reply) -> None:
+    def _send_stream(self, h: _Handler, reply: Reply) -> None:
+        with self._lock:
+            self.streams_started += 1
+        model = reply.body.get("model", "test-model") if isinstance(reply.body, dict) else "m"
+        try:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Connection", "close")
+            h.end_headers()
+            h.close_connection = True
+            for piece in reply.stream or []:
+                chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model,
+                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                h.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
+                h.wfile.flush()
+                if self.stream_delay:
+                    time.sleep(self.stream_delay)
+            h.wfile.write(b"data: [DONE]\n\n")
+            h.wfile.flush()
+        except OSError:
+            with self._lock:
+                self.streams_broken += 1
+            return
+        with self._lock:
+            self.streams_finished += 1
+
+    def _send(self, h: _Handler, reply: Reply) -> None:
+        if reply.stream is not None:
+            self._send_stream(h, reply)
+            return
         if isinstance(reply.body, bytes):
             payload = reply.body
         elif isinstance(reply.body, str):

@@ -8,7 +8,7 @@ the model said the knowledge base does not hold the answer.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ConfigError
@@ -236,3 +236,30 @@ class OpenAIChatGenerator(ChatClient):
         return self._generation(question, hits, messages[1]["content"], text, usage, model)
 
 
+
+    def stream(self, question: str, hits: Sequence[Hit]) -> Iterator[str | Generation]:
+        """Answer like :meth:`generate`, yielding the text as the model writes it.
+
+        Yields
+        ------
+        str or Generation
+            Pieces of the answer text, then one final :class:`~fastrag.Generation`
+            (found flag, citations, model, usage) for the whole text.
+            Closing the iterator early closes the connection to the model
+            server, which cancels the call.
+        """
+        hits = self._check(question, hits)
+        if not hits:
+            generation = self._no_hits(question)
+            yield generation.text
+            yield generation
+            return
+        messages = build_messages(question, hits)
+        info: dict[str, Any] = {}
+        parts: list[str] = []
+        for piece in self.chat_stream(messages, info=info):
+            parts.append(piece)
+            yield piece
+        yield self._generation(
+            question, hits, messages[1]["content"], "".join(parts), info["usage"], info["model"]
+        )

@@ -40,7 +40,7 @@ import random
 import ssl
 import threading
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -552,6 +552,45 @@ class ModelClient:
             self._log_retry(failure, attempt, delay)
             time.sleep(delay)
 
+    def _post_lines(self, path: str, payload: Mapping[str, Any]) -> Iterator[str]:
+        """POST ``payload`` and yield the lines of a streamed answer (Server-Sent Events).
+
+        Retries as :meth:`_post_json` until the first line arrives; a failure
+        after that raises (a retry would repeat what was already yielded).
+        Closing the iterator closes the connection, which cancels the call
+        on the server's side.
+        """
+        body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+        url = self._url(path)
+        client = self._sync_client()
+        attempt = 0
+        while True:
+            attempt += 1
+            started = False
+            try:
+                with self._slots, client.stream("POST", path, content=body) as response:
+                    if not 200 <= response.status_code < 300:
+                        response.read()
+                    failure = self._status_failure(response, url, attempt)
+                    if failure is None:
+                        for line in response.iter_lines():
+                            started = True
+                            yield line
+                        return
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                failure = self._transport_failure(exc, url, attempt)
+                if started:
+                    raise ModelError(
+                        f"{failure.reason} (the stream broke off after it had started)",
+                        attempts=attempt,
+                        url=url,
+                    ) from exc
+            if attempt > self.client_config.max_retries:
+                raise self._exhausted(failure, url, attempt) from failure.exc
+            delay = self._retry_delay(attempt - 1, failure)
+            self._log_retry(failure, attempt, delay)
+            time.sleep(delay)
+
     async def _apost_json(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`_post_json`."""
         body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
@@ -778,3 +817,71 @@ class ChatClient(ModelClient):
         text, usage, _ = self._parse_chat(payload)
         return text, usage
 
+
+    def chat_stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        info: dict[str, Any] | None = None,
+        **params: Any,
+    ) -> Iterator[str]:
+        """One streamed chat completion: the assistant's text as it is generated.
+
+        Sends ``stream: true`` and reads ``chat.completion.chunk`` events
+        until ``data: [DONE]``. Stop iterating (or ``close()`` the iterator)
+        to cancel the call: the connection is closed.
+
+        Parameters
+        ----------
+        messages : sequence of mapping
+            Chat messages, each with ``role`` and ``content``.
+        info : dict, optional
+            Filled with ``model`` (the model the server says answered) and
+            ``usage`` (when the server reports it) as they arrive.
+        **params
+            More request fields; see :meth:`chat`.
+
+        Yields
+        ------
+        str
+            Non-empty pieces of ``choices[0].delta.content``, in order.
+
+        Raises
+        ------
+        AuthenticationError, ModelError, ModelResponseError, RetryExhaustedError
+            See the module documentation.
+        """
+        url = self._url("chat/completions")
+        body = self._chat_body(messages, {**params, "stream": True})
+        if info is not None:
+            info.setdefault("model", self.client_config.model)
+            info.setdefault("usage", {})
+        for line in self._post_lines("chat/completions", body):
+            if not line.startswith("data:"):
+                continue  # comments, event names, blank separators
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                raise ModelResponseError(
+                    f"POST {url}: a streamed event is not valid JSON: {self._redact(data[:60])!r}",
+                    url=url,
+                ) from exc
+            if not isinstance(chunk, dict):
+                raise ModelResponseError(f"POST {url}: a streamed event is not a JSON object", url=url)
+            if chunk.get("error"):
+                raise ModelResponseError(
+                    f"POST {url}: the stream reported an error: {self._payload_error(chunk)}", url=url
+                )
+            if info is not None:
+                if isinstance(chunk.get("model"), str) and chunk["model"]:
+                    info["model"] = chunk["model"]
+                if isinstance(chunk.get("usage"), Mapping):
+                    info["usage"] = dict(chunk["usage"])
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") if isinstance(choice, Mapping) else None
+                content = delta.get("content") if isinstance(delta, Mapping) else None
+                if isinstance(content, str) and content:
+                    yield content

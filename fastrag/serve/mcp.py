@@ -1,0 +1,179 @@
+"""MCP tools for agents (the official ``mcp`` SDK): ``search``, ``answer``, and the knowledge bases as resources.
+
+- ``search(query, kb=None, k=5, mode=None)``: the retrieved chunks, each
+  with its citation marker, source, title, score and text;
+- ``answer(question, kb=None, k=5)``: the cited answer with its hits,
+  citations, confidence, faithfulness and warnings;
+- resources ``fastrag://kb/{name}``: name, sizes, snapshot and index of
+  each knowledge base.
+
+``fastrag mcp --kb PATH`` serves them over stdio (the local, trusted
+caller); ``fastrag serve`` serves them over streamable HTTP at ``/mcp``
+(stateless, so any worker answers), where the API key of the HTTP request
+selects the principal whose ACL filters every result, and resources of
+knowledge bases the key may not use are neither listed nor readable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+import orjson
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resources import FunctionResource
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from .. import __version__
+from ..errors import FastragError
+from .keys import TRUSTED, Caller
+from .registry import Registry
+
+__all__ = ["build_mcp", "caller_of"]
+
+_URI = "fastrag://kb/"
+
+
+def caller_of(ctx: Any) -> Caller:
+    """The caller of an MCP request: set by the HTTP route from its API key; stdio is trusted."""
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return TRUSTED
+    state = request.scope.get("state") or {}
+    caller = state.get("fastrag_caller")
+    return caller if isinstance(caller, Caller) else TRUSTED
+
+
+class _ResourceFilter:
+    """Lists and reads only the knowledge-base resources the caller may use."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "resources/read":
+            uri = str((ctx.params or {}).get("uri", ""))
+            if uri.startswith(_URI) and not caller_of(ctx).may_use(uri.removeprefix(_URI)):
+                raise MCPError(INVALID_PARAMS, f"unknown resource {uri!r}")
+        result = await call_next(ctx)
+        if ctx.method == "resources/list" and result is not None:
+            caller = caller_of(ctx)
+
+            def allowed(resource: Any) -> bool:
+                uri = resource.get("uri") if isinstance(resource, dict) else resource.uri
+                return caller.may_use(str(uri).removeprefix(_URI))
+
+            if isinstance(result, dict):
+                result = {
+                    **result,
+                    "resources": [r for r in result.get("resources", []) if allowed(r)],
+                }
+            else:
+                result = result.model_copy(
+                    update={"resources": [r for r in result.resources if allowed(r)]}
+                )
+        return result
+
+
+def build_mcp(
+    registry: Registry, *, generator: Any = None, max_k: int = 100, threads: int | None = None
+) -> MCPServer:
+    """An MCP server over ``registry`` (see the module docstring)."""
+    server = MCPServer(
+        name="fastrag",
+        version=__version__,
+        instructions=(
+            "Search and answer from private knowledge bases. Use `search` for the passages "
+            "(cite them as [n]) and `answer` for a cited answer that says when the knowledge "
+            "base does not hold it."
+        ),
+        middleware=[_ResourceFilter()],
+    )
+
+    def check(k: int) -> int:
+        if not 1 <= k <= max_k:
+            raise ToolError(f"k must be between 1 and {max_k}, got {k}")
+        return k
+
+    def served_for(kb: str | None, ctx: Context) -> tuple[Caller, Any]:
+        caller = caller_of(ctx.request_context)
+        try:
+            return caller, registry.get(kb, caller)
+        except FastragError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool(
+        name="search",
+        description="Retrieve the chunks of a knowledge base that best match a query, with "
+        "citation markers, sources, titles and scores.",
+    )
+    async def search(
+        query: str, ctx: Context, kb: str | None = None, k: int = 5, mode: str | None = None
+    ) -> dict[str, Any]:
+        caller, served = served_for(kb, ctx)
+        current = served.current
+        try:
+            hits = await anyio.to_thread.run_sync(
+                lambda: current.kb.retrieve(
+                    query, check(k), mode=mode, principal=caller.principal, threads=threads
+                )
+            )
+        except FastragError as exc:
+            raise ToolError(str(exc)) from None
+        return {
+            "kb": served.name,
+            "snapshot": current.snapshot,
+            "hits": [
+                {
+                    "marker": f"[{i}]",
+                    "chunk_id": h.chunk_id,
+                    "doc_id": h.doc_id,
+                    "title": h.metadata.get("title"),
+                    "source": h.metadata.get("source"),
+                    "score": h.score,
+                    "text": h.text,
+                }
+                for i, h in enumerate(hits, 1)
+            ],
+        }
+
+    @server.tool(
+        name="answer",
+        description="Answer a question from a knowledge base, citing the chunks used as [n]; "
+        "says plainly when the knowledge base does not hold the answer.",
+    )
+    async def answer(
+        question: str, ctx: Context, kb: str | None = None, k: int = 5
+    ) -> dict[str, Any]:
+        caller, served = served_for(kb, ctx)
+        current = served.current
+        try:
+            ans = await anyio.to_thread.run_sync(
+                lambda: current.kb.answer(
+                    question, check(k), generator=generator, principal=caller.principal, threads=threads
+                )
+            )
+        except FastragError as exc:
+            raise ToolError(str(exc)) from None
+        return {"kb": served.name, "snapshot": current.snapshot, **ans.to_dict()}
+
+    for served in registry:
+        name = served.name
+
+        def describe(name: str = name) -> str:
+            return orjson.dumps(registry.get(name, TRUSTED).describe()).decode()
+
+        server.add_resource(
+            FunctionResource(
+                uri=f"{_URI}{name}",
+                name=name,
+                description=f"Knowledge base {name!r}: sizes, snapshot and index",
+                mime_type="application/json",
+                fn=describe,
+            )
+        )
+    return server
+
+
+def run_stdio(registry: Registry, *, generator: Any = None) -> None:
+    """Serve the MCP tools over stdin/stdout until the client closes them."""
+    build_mcp(registry, generator=generator).run("stdio")

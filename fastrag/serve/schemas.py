@@ -1,0 +1,228 @@
+"""Request bodies of the HTTP API, validated with pydantic (strict: no silent coercion).
+
+A body that is not JSON, has a field of the wrong type, lacks a required
+field or carries one the endpoint does not know is refused with a
+:class:`~fastrag.errors.RequestError` naming the field, before any engine
+call. Bounds that depend on the server (``k``, batch sizes) are checked by
+:func:`check_k` and :func:`check_batch`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import RequestError
+
+__all__ = [
+    "AnswerBatchRequest",
+    "AnswerRequest",
+    "ChatMessage",
+    "ChatRequest",
+    "EmbeddingsRequest",
+    "RetrieveBatchRequest",
+    "RetrieveRequest",
+    "parse",
+]
+
+Mode = Literal["hybrid", "vector", "keyword"]
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Retrieval(_Body):
+    kb: str | None = None
+    k: int = 5
+    mode: Mode | None = None
+    where: dict[str, Any] | None = None
+    exact: bool = False
+    rewrite: bool = True
+
+
+class RetrieveRequest(_Retrieval):
+    """``POST /v1/retrieve``."""
+
+    question: str = Field(min_length=1)
+    group_by: Literal["doc"] | None = None
+
+
+class RetrieveBatchRequest(_Retrieval):
+    """``POST /v1/retrieve/batch``."""
+
+    questions: list[str]
+    group_by: Literal["doc"] | None = None
+
+
+class _Answering(_Retrieval):
+    stream: bool = False
+    budget: int | None = Field(default=3000, ge=1)
+    max_age_days: float | None = Field(default=180, ge=0)
+    min_faithfulness: float = Field(default=0.5, ge=0.0, le=1.0)
+    replace_unfaithful: bool = False
+    detect_conflicts: bool = True
+
+    def answer_options(self) -> dict[str, Any]:
+        """The :class:`~fastrag.AnswerOptions` this request sets."""
+        return {
+            "budget": self.budget,
+            "max_age_days": self.max_age_days,
+            "min_faithfulness": self.min_faithfulness,
+            "replace_unfaithful": self.replace_unfaithful,
+            "detect_conflicts": self.detect_conflicts,
+        }
+
+
+class AnswerRequest(_Answering):
+    """``POST /v1/answer``."""
+
+    question: str = Field(min_length=1)
+
+
+class AnswerBatchRequest(_Answering):
+    """``POST /v1/answer/batch``."""
+
+    questions: list[str]
+
+
+class ChatMessage(BaseModel):
+    """One OpenAI chat message (text content, or a list of text parts)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        """The message's text (text parts joined)."""
+        if isinstance(self.content, str):
+            return self.content
+        if not self.content:
+            return ""
+        parts = []
+        for i, part in enumerate(self.content):
+            if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise RequestError(
+                    f"messages: content part {i} is of type {part.get('type')!r}; only text "
+                    "parts are understood",
+                    type="unsupported_content",
+                )
+            parts.append(part["text"])
+        return "".join(parts)
+
+
+class ChatRequest(_Body):
+    """``POST /v1/chat/completions`` (OpenAI's fields; those that steer a model are accepted and
+    ignored, since the answer comes from the knowledge base), plus ``k``, ``mode`` and ``where``.
+    """
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    k: int = 5
+    mode: Mode | None = None
+    where: dict[str, Any] | None = None
+    n: int = 1
+    # Accepted for compatibility; they do not change an answer drawn from the knowledge base.
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    user: str | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    store: bool | None = None
+    parallel_tool_calls: bool | None = None
+
+
+class EmbeddingsRequest(_Body):
+    """``POST /v1/embeddings``: ``model`` names a knowledge base, whose embedder is used."""
+
+    model: str
+    input: str | list[str]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    input_type: Literal["query", "document"] = "query"
+    user: str | None = None
+
+
+_MESSAGES = {
+    "missing": ("missing_field", " is required"),
+    "extra_forbidden": ("unknown_option", " is not a known option"),
+}
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "int", "float", "bool", "list[str]", "dict[str,any]", "none"):
+            continue  # pydantic's union branch names, not fields
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+def parse(model: type[_M], body: bytes) -> _M:
+    """Validate a JSON body into ``model``, or raise a RequestError naming the first problem."""
+    if not body.strip():
+        raise RequestError("the request body is empty; send a JSON object", type="invalid_json")
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        kind = first["type"]
+        if kind == "json_invalid":
+            raise RequestError(
+                f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}",
+                type="invalid_json",
+            ) from None
+        if kind == "model_type" or (kind == "model_attributes_type" and not first["loc"]):
+            raise RequestError(
+                "the request body must be a JSON object", type="invalid_json"
+            ) from None
+        field = _where(tuple(first["loc"]))
+        wire, text = _MESSAGES.get(kind, ("invalid_value", None))
+        if text is None:
+            wire = "wrong_type" if kind.endswith("_type") or kind.endswith("_parsing") else wire
+            text = ": " + first["msg"][0].lower() + first["msg"][1:]
+            if "input" in first and kind not in ("missing",):
+                shown = repr(first["input"])
+                text += f" (got {shown[:60]})"
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise RequestError(f"field {field!r} {text}{more}", type=wire) from None
+
+
+def check_k(k: int, max_k: int) -> int:
+    """``k`` within ``1..max_k``, or a 400 ``out_of_range``."""
+    if not 1 <= k <= max_k:
+        raise RequestError(f"field 'k' must be between 1 and {max_k}, got {k}", type="out_of_range")
+    return k
+
+
+def check_batch(questions: list[str], max_batch: int) -> list[str]:
+    """A non-empty batch of at most ``max_batch`` non-empty questions."""
+    if not questions:
+        raise RequestError(
+            "field 'questions' must hold at least one question", type="invalid_value"
+        )
+    if len(questions) > max_batch:
+        raise RequestError(
+            f"field 'questions' holds {len(questions)} questions; at most {max_batch} per request",
+            type="out_of_range",
+        )
+    for i, q in enumerate(questions):
+        if not q.strip():
+            raise RequestError(f"field 'questions[{i}]' is empty", type="invalid_value")
+    return questions

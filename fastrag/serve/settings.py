@@ -1,0 +1,121 @@
+"""What ``fastrag serve`` was started with, in one frozen value.
+
+Worker processes receive it as JSON (uvicorn starts them by importing the
+application factory, so the settings travel in the environment variable
+:data:`fastrag.config.ENV_SERVE_SETTINGS`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import ConfigError
+
+__all__ = ["ServeSettings", "parse_kb_args"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Settings of a fastrag server.
+
+    Parameters
+    ----------
+    kbs : tuple of (name, path)
+        The knowledge bases served, by name (the first is the default).
+    keys : str, optional
+        Path of the API keys file (:mod:`fastrag.serve.keys`); ``None``:
+        every caller is trusted (loopback only, unless ``insecure``).
+    host : str
+        The address bound (also the host MCP's DNS-rebinding check admits).
+    max_body : int, default 1 MiB
+        Largest request body, in bytes (413 above it).
+    timeout : float, default 30
+        Seconds a request may take before it is answered 504.
+    max_queue : int, default 64
+        Requests a worker holds at once (running or waiting); beyond it 503
+        with ``Retry-After``.
+    engine_threads : int, default 1
+        Threads per worker running retrievals and extractive answers (CPU
+        work: one per worker process is the efficient setting).
+    model_threads : int, default 32
+        Threads per worker waiting on a chat model (I/O-bound answers).
+    llm : bool, default False
+        Answer with :class:`~fastrag.OpenAIChatGenerator` configured by the
+        ``FASTRAG_*`` variables instead of the extractive generator.
+    reload_interval : float, default 1.0
+        Seconds between checks of each manifest for a new snapshot (0: never).
+    max_k : int, default 100
+        Largest ``k`` a request may ask for.
+    max_batch : int, default 256
+        Most questions in one batch request.
+    threads : int, optional
+        Numba threads per engine call (``threads=`` of the KnowledgeBase
+        methods); ``fastrag serve`` sets 1 when it runs several workers, so
+        that worker processes do not oversubscribe the cores.
+    """
+
+    kbs: tuple[tuple[str, str], ...]
+    keys: str | None = None
+    host: str = "127.0.0.1"
+    max_body: int = 1 << 20
+    timeout: float = 30.0
+    max_queue: int = 64
+    engine_threads: int = 1
+    model_threads: int = 32
+    llm: bool = False
+    reload_interval: float = 1.0
+    max_k: int = 100
+    max_batch: int = 256
+    threads: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.kbs:
+            raise ConfigError("serve needs at least one knowledge base (--kb PATH)")
+        names = [n for n, _ in self.kbs]
+        for n in names:
+            if not _NAME.match(n):
+                raise ConfigError(
+                    f"knowledge-base name {n!r}: use letters, digits, '.', '_' or '-' (at most 64)"
+                )
+        if len(set(names)) != len(names):
+            raise ConfigError(f"knowledge-base names must be distinct, got {names}")
+        for name in ("max_body", "max_queue", "engine_threads", "model_threads", "max_k", "max_batch"):
+            value = getattr(self, name)
+            low = 0 if name == "engine_threads" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
+        if not self.timeout > 0:
+            raise ConfigError(f"timeout must be positive, got {self.timeout!r}")
+        if self.reload_interval < 0:
+            raise ConfigError(f"reload_interval must be >= 0, got {self.reload_interval!r}")
+
+    def to_json(self) -> str:
+        """The settings as JSON (for worker processes)."""
+        return orjson.dumps(asdict(self)).decode()
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeSettings:
+        """Settings from :meth:`to_json`."""
+        data = orjson.loads(text)
+        data["kbs"] = tuple(tuple(pair) for pair in data["kbs"])
+        return cls(**data)
+
+
+def parse_kb_args(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--kb PATH`` / ``--kb NAME=PATH`` values as (name, path) pairs; a bare PATH is named by its folder."""
+    out = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            path = value
+            name = Path(value).resolve().name or "kb"
+        out.append((name, str(Path(path).resolve())))
+    return tuple(out)
