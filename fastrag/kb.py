@@ -1,15 +1,17 @@
 """``KnowledgeBase``: the facade that wires the store, the indexes, the retriever and the answers.
 
-It holds no algorithm of its own: ingestion is :mod:`fastrag.store.ingest`,
-search the :class:`~fastrag.retrieve.Retriever`, answering the
-:class:`~fastrag.answer.AnswerPipeline`, persistence
-:mod:`fastrag.store.snapshots` and :mod:`fastrag.index.files`.
+It holds no algorithm of its own: corpus versions are made in
+:mod:`fastrag.retrieve.corpus`, saved and opened by
+:mod:`fastrag.retrieve.persist`, searched by the
+:class:`~fastrag.retrieve.Retriever` and answered by the
+:class:`~fastrag.answer.AnswerPipeline`.
 
 Concurrency: what readers search is one immutable
 :class:`~fastrag.retrieve.Corpus` (store, vector index, keyword indexes).
-Writers (``add``, ``delete``, ``compact``, ``set_index``, ``save``) take one
-lock, build the next corpus from copies and publish it with one attribute
-assignment; readers never lock and never see a half-written state.
+Writers (``add``, ``delete``, ``compact``, ``sync``, ``set_index``,
+``save``) take one lock, build the next corpus from copies and publish it
+with one attribute assignment; readers never lock and never see a
+half-written state.
 """
 
 from __future__ import annotations
@@ -22,48 +24,25 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ._version import __version__
 from .answer.generate import Generator
-from .answer.options import ANSWER_FIELDS, AnswerOptions
-from .answer.pipeline import AnswerEvent, AnswerPipeline, block_bounds
+from .answer.options import AnswerOptions, parse_options
+from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
 from .answer.stages import StageTimer
 from .answer.table import answers_table
-from .embed.base import (
-    Embedder,
-    check_embedder,
-    check_embedder_matches,
-    embedder_files,
-    embedder_from_config,
-    query_vectors,
-)
+from .embed.base import Embedder, check_embedder, query_vectors
 from .embed.vocabulary import VocabularyEmbedder
-from .errors import ConfigError, DocumentError, StoreCorruptedError
-from .index.files import HNSW_FILE, load_indexes, writers
+from .errors import ConfigError, DocumentError
 from .index.hnsw import HnswConfig
 from .retrieve import corpus as corpora
-from .retrieve.corpus import Corpus, make_corpus
+from .retrieve.corpus import Corpus
 from .retrieve.masks import eligible_rows
-from .retrieve.options import (
-    RETRIEVAL_FIELDS,
-    RetrievalConfig,
-    RetrievalOptions,
-    check_k,
-    check_question,
-    split_options,
-)
+from .retrieve.options import RetrievalConfig, RetrievalOptions, check_k, check_question
+from .retrieve.persist import Settings, describe, open_corpus, save_corpus
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
-from .store.chunks import HIT_TABLE, ChunkStore
+from .store.chunks import HIT_TABLE, hits_table
 from .store.ingest import BuildProgress
-from .store.snapshots import (
-    HeldSnapshot,
-    SnapshotInfo,
-    hold_snapshot,
-    list_snapshots,
-    manifest_field,
-    prune_snapshots,
-    write_snapshot,
-)
+from .store.snapshots import SnapshotInfo, hold_snapshot, list_snapshots, prune_snapshots
 from .store.sync import SyncPlan, plan_sync, stored_documents
 from .text.chunking import Chunker
 from .text.pii import Redactor
@@ -73,6 +52,7 @@ from .types import Answer, Hit
 __all__ = ["BuildProgress", "KnowledgeBase"]
 
 INDEX_KINDS = ("exact", "hnsw")
+AnyGenerator = Generator | Callable[..., Any] | None
 
 
 def _check_index(index: str, *, allow_auto: bool) -> str:
@@ -90,6 +70,11 @@ def _hnsw_config(hnsw: HnswConfig | Mapping[str, Any] | None) -> HnswConfig:
     raise ConfigError(f"hnsw must be an HnswConfig or a dict, got {type(hnsw).__name__}")
 
 
+def _positive(name: str, value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{name} must be a positive int, got {value!r}")
+
+
 class KnowledgeBase:
     """Chunks, vectors, keyword index and metadata of a document collection, searchable.
 
@@ -97,21 +82,18 @@ class KnowledgeBase:
     """
 
     def __init__(
-        self, corpus: Corpus, *, chunker: Chunker, index: str, hnsw: HnswConfig,
-        auto: dict[str, Any] | None, retrieval: RetrievalConfig | None, rewriter: Any,
+        self, corpus: Corpus, settings: Settings, *, rewriter: Any = None,
         path: Path | None = None, snapshot: str | None = None,
     ) -> None:  # fmt: skip
-        self._corpus = corpus
-        self._chunker = chunker
-        self._index, self._hnsw, self._auto = index, hnsw, auto
+        self._corpus, self._settings = corpus, settings
         self._path, self._snapshot, self._dirty = path, snapshot, path is None
         self._lock = threading.RLock()  # writers take it; readers never do
-        self._retriever = Retriever(retrieval, rewriter, Redactor())
+        self._retriever = Retriever(settings.retrieval, rewriter, Redactor())
         self._pipeline = AnswerPipeline(self._retriever.redactor)
         self._metrics_lock = threading.Lock()
         self._metrics = {"retrievals": 0, "answers": 0, "answers_citing": 0}
 
-    # -- construction ----------------------------------------------------------
+    # -- construction and updates ----------------------------------------------
     @classmethod
     def build(
         cls, docs: Iterable[Any], *, window: int = 200, overlap: int = 40,
@@ -124,55 +106,48 @@ class KnowledgeBase:
         """Chunk, embed and index documents (see README, "Library quick start").
 
         ``docs`` (:class:`~fastrag.Document` objects or dicts with ``id`` and
-        ``text``) are consumed once, in batches. ``embedder`` defaults to a
-        :class:`~fastrag.VocabularyEmbedder` fitted on the chunks; ``index``
-        is ``"exact"``, ``"hnsw"`` or ``"auto"`` (exact below 5,000 chunks
-        or when HNSW recall@10 is under 0.95); ``keyword`` builds the BM25
-        indexes (``tokenizer`` default ``Tokenizer(stem="porter")``);
-        ``retrieval`` sets the default mode and fusion; ``progress`` is
-        called with a :class:`BuildProgress` after each batch. ``chunking``
-        is ``"windows"`` (fixed ``window``/``overlap`` windows) or
-        ``"structure"`` (whole headings, paragraphs, list items and table
-        rows packed up to ``window`` characters, each chunk with its heading
-        path as ``section``; see :class:`~fastrag.text.chunking.Chunker`).
+        ``text``) are consumed once, in batches. ``chunking`` is ``"windows"``
+        (``window``/``overlap`` characters) or ``"structure"`` (whole
+        headings, paragraphs, list items and table rows packed up to
+        ``window``, each chunk with its heading path as ``section``).
+        ``embedder`` defaults to a :class:`~fastrag.VocabularyEmbedder`
+        fitted on the chunks; ``index`` is ``"exact"``, ``"hnsw"`` or
+        ``"auto"`` (exact below 5,000 chunks or when HNSW recall@10 is under
+        0.95); ``keyword`` builds the BM25 indexes (``tokenizer`` default
+        ``Tokenizer(stem="porter")``); ``retrieval`` sets the default mode,
+        fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch.
         """
         chunker = Chunker(window=window, overlap=overlap, mode=chunking)
         index = _check_index(index, allow_auto=True)
-        hnsw_config = _hnsw_config(hnsw)
+        config = _hnsw_config(hnsw)
         emb = VocabularyEmbedder() if embedder is None else embedder
         check_embedder(emb)
         if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
             raise ConfigError(f"tokenizer must be a fastrag.text.Tokenizer, got {type(tokenizer).__name__}")
         corpus, kind, auto = corpora.build_corpus(
-            docs, chunker, emb, index=index, hnsw=hnsw_config, tokenizer=tokenizer,
+            docs, chunker, emb, index=index, hnsw=config, tokenizer=tokenizer,
             keyword=keyword, threads=threads, progress=progress,
         )  # fmt: skip
-        return cls(
-            corpus, chunker=chunker, index=kind, hnsw=hnsw_config, auto=auto,
-            retrieval=retrieval, rewriter=rewriter,
-        )  # fmt: skip
+        settings = Settings(chunker, kind, config, auto, retrieval or RetrievalConfig())
+        return cls(corpus, settings, rewriter=rewriter)
 
     def _publish(self, corpus: Corpus) -> None:
         """Make ``corpus`` current (the caller holds the writer lock)."""
-        self._corpus = corpus
-        self._dirty = True
+        self._corpus, self._dirty = corpus, True
 
     def set_index(
         self, index: str, *, hnsw: HnswConfig | dict[str, Any] | None = None, threads: int | None = None
     ) -> str:
         """Switch the vector index (``"exact"``, ``"hnsw"`` or ``"auto"``); return the one in use."""
         index = _check_index(index, allow_auto=True)
-        config = _hnsw_config(hnsw) if hnsw is not None else self._hnsw
+        config = _hnsw_config(hnsw) if hnsw is not None else self._settings.hnsw
         with self._lock:
             corpus, kind, auto = corpora.with_index(self._corpus, index, config, threads=threads)
-            self._index, self._hnsw, self._auto = kind, config, auto
+            self._settings = self._settings.replace(index=kind, hnsw=config, auto=auto)
             self._publish(corpus)
             return kind
 
-    # -- updates ---------------------------------------------------------------
-    def add(
-        self, docs: Iterable[Any], *, replace: Iterable[str] = (), threads: int | None = None
-    ) -> int:
+    def add(self, docs: Iterable[Any], *, replace: Iterable[str] = (), threads: int | None = None) -> int:
         """Add documents; return the number of chunks added.
 
         Every document is validated, chunked and embedded before anything
@@ -183,39 +158,30 @@ class KnowledgeBase:
         """
         with self._lock:
             corpus, added = corpora.add_documents(
-                self._corpus, docs, self._chunker, replace=replace, threads=threads
+                self._corpus, docs, self._settings.chunker, replace=replace, threads=threads
             )
             if corpus is not self._corpus:
                 self._publish(corpus)
             return added
 
     def sync(
-        self,
-        documents: Iterable[Any],
-        *,
-        delete_missing: bool = True,
-        on_error: Callable[[Any, str], None] | None = None,
-        threads: int | None = None,
-    ) -> SyncPlan:
+        self, documents: Iterable[Any], *, delete_missing: bool = True,
+        on_error: Callable[[Any, str], None] | None = None, threads: int | None = None,
+    ) -> SyncPlan:  # fmt: skip
         """Make the knowledge base hold exactly ``documents``: add, replace, delete what changed.
 
-        ``documents`` are documents (dicts, :class:`~fastrag.Document`) or the
-        lazy sources of :func:`fastrag.store.loaders.resolve_sources` (a file
-        is hashed, and parsed only when its hash changed). Documents are
-        compared by their ``origin_sha256`` (set by the loaders; computed from
-        id, text and metadata otherwise, and stored with them). With
-        ``delete_missing`` (default) stored documents nothing yields any more
-        are deleted; ``on_error(source, reason)`` hears of a file that cannot
-        be read (its stored documents are kept; without it the error is
-        raised). Every change is one :meth:`add` with ``replace``: on any
-        error nothing changes, and the saved snapshot stays current until
-        :meth:`save`. Returns the :class:`~fastrag.store.sync.SyncPlan` applied.
+        ``documents`` are documents or the lazy sources of
+        :func:`fastrag.store.loaders.resolve_sources` (a file is hashed, and
+        parsed only when its hash changed), compared by ``origin_sha256``.
+        With ``delete_missing`` stored documents nothing yields any more are
+        deleted; ``on_error(source, reason)`` hears of a file that cannot be
+        read (its stored documents are kept; without it the error is raised).
+        Every change is one :meth:`add` with ``replace``: on any error nothing
+        changes. Returns the :class:`~fastrag.store.sync.SyncPlan` applied.
         """
         with self._lock:
-            plan = plan_sync(
-                stored_documents(self._corpus.store), documents,
-                delete_missing=delete_missing, on_error=on_error,
-            )  # fmt: skip
+            stored = stored_documents(self._corpus.store)
+            plan = plan_sync(stored, documents, delete_missing=delete_missing, on_error=on_error)
             if plan.changed:
                 self.add(plan.documents(), replace=plan.removed_ids(), threads=threads)
             return plan
@@ -233,7 +199,9 @@ class KnowledgeBase:
             if not isinstance(d, str):
                 raise DocumentError(f"document ids are strings, got {type(d).__name__}")
         with self._lock:
-            corpus, killed = corpora.delete_documents(self._corpus, list(dict.fromkeys(ids)), missing_ok=missing_ok)
+            corpus, killed = corpora.delete_documents(
+                self._corpus, list(dict.fromkeys(ids)), missing_ok=missing_ok
+            )
             if killed:
                 self._publish(corpus)
             return killed
@@ -241,28 +209,16 @@ class KnowledgeBase:
     def compact(self, *, threads: int | None = None) -> int:
         """Drop deleted chunks for good; return how many were dropped (chunk ids do not change)."""
         with self._lock:
-            corpus, dropped = corpora.compact(self._corpus, self._hnsw, threads=threads)
+            corpus, dropped = corpora.compact(self._corpus, self._settings.hnsw, threads=threads)
             if dropped:
                 self._publish(corpus)
             return dropped
 
     # -- persistence -----------------------------------------------------------
-    def _header(self) -> dict[str, Any]:
-        c = self._corpus
-        index: dict[str, Any] = {"type": self._index, "hnsw": self._hnsw.to_dict()}
-        if self._auto is not None:
-            index["auto"] = self._auto
-        return {
-            "fastrag_version": __version__,
-            "dim": c.store.dim,
-            "embedder": c.embedder.config(),
-            "chunking": self._chunker.config(),
-            "index": index,
-            "keyword": None if c.keyword is None else c.keyword.config(),
-            "retrieval": self._retriever.config.to_dict(),
-        }
-
-    def save(self, path: str | Path, *, keep: int | None = 2, overwrite: bool = False, compact_share: float = 0.2) -> str:
+    def save(
+        self, path: str | Path, *, keep: int | None = 2, overwrite: bool = False,
+        compact_share: float = 0.2,
+    ) -> str:  # fmt: skip
         """Write the knowledge base to ``path`` as a new snapshot; return its id.
 
         Atomic: a crash at any point leaves the previous snapshot current and
@@ -270,8 +226,7 @@ class KnowledgeBase:
         replaces a knowledge base of another embedder or dimension; the save
         compacts first when ``compact_share`` of the chunks are deleted.
         """
-        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-            raise ConfigError(f"keep must be a positive int or None, got {keep!r}")
+        _positive("keep", keep)
         root = Path(path)
         with self._lock:
             if not self._dirty and self._path is not None and root.resolve() == self._path.resolve():
@@ -279,10 +234,7 @@ class KnowledgeBase:
             store = self._corpus.store
             if store.n_rows and store.n_dead >= compact_share * store.n_rows:
                 self.compact()
-            c = self._corpus
-            extras = writers(c.keyword, c.documents, c.graph)
-            extras.update(embedder_files(c.embedder))  # e.g. a static embedder's table
-            sid = write_snapshot(root, c.store, self._header(), keep=keep, overwrite=overwrite, extras=extras)
+            sid = save_corpus(root, self._corpus, self._settings, keep=keep, overwrite=overwrite)
             self._path, self._snapshot, self._dirty = root, sid, False
             return sid
 
@@ -299,53 +251,10 @@ class KnowledgeBase:
         (:class:`~fastrag.errors.EmbedderMismatchError`); ``verify`` checks
         every file's SHA-256 and every vector; ``rewriter`` is not saved.
         """
-        root = Path(path)
-        with hold_snapshot(root, snapshot) as held:  # pruning waits until the files are open
-            return cls._open_snapshot(held, embedder=embedder, verify=verify, rewriter=rewriter)
-
-    @classmethod
-    def _open_snapshot(
-        cls, held: HeldSnapshot, *, embedder: Embedder | None, verify: bool, rewriter: Any
-    ) -> KnowledgeBase:
-        manifest, entry, directory = held.manifest, held.entry, held.directory
-        root = manifest.root
-        if embedder is None:
-            with manifest_field(manifest, "embedder"):
-                emb = embedder_from_config(dict(manifest.embedder), directory=directory, verify=verify)
-        else:
-            check_embedder(embedder)
-            check_embedder_matches(dict(manifest.embedder), embedder)
-            emb = embedder
-        dim = manifest.dim
-        files = entry.files
-        store = ChunkStore.read(
-            directory, dim=dim, next_chunk_id=entry.next_chunk_id, files=files, verify=verify
-        )
-        index_info = manifest.index
-        with manifest_field(manifest, "index.hnsw"):
-            hnsw = HnswConfig.from_dict(index_info.get("hnsw", {}))
-        if index_info["type"] == "hnsw" and HNSW_FILE not in files:
-            raise StoreCorruptedError(
-                f"{manifest.path}: field 'index.type' is 'hnsw' but snapshot {entry.id} "
-                f"records no {HNSW_FILE} in its 'files'"
-            )
-        keyword, docs, graph = load_indexes(
-            directory, files, rows=store.n_rows, documents=store.doc_starts().size - 1, dim=dim,
-            graph=index_info["type"] == "hnsw", hnsw=hnsw, verify=verify,
-        )  # fmt: skip
-        with manifest_field(manifest, "retrieval"):
-            retrieval = RetrievalConfig.from_dict(dict(manifest.retrieval))
-        chunking = manifest.chunking
-        kb = cls(
-            make_corpus(store, emb, graph=graph, keyword=keyword, documents=docs),
-            chunker=Chunker(
-                window=chunking["window"], overlap=chunking["overlap"],
-                mode=chunking.get("mode", "windows"),
-            ),  # fmt: skip
-            index=index_info["type"], hnsw=hnsw, auto=index_info.get("auto"),
-            retrieval=retrieval, rewriter=rewriter, path=root, snapshot=entry.id,
-        )  # fmt: skip
-        kb._dirty = entry.id != manifest.current  # an older snapshot saved back becomes current
+        with hold_snapshot(Path(path), snapshot) as held:  # pruning waits while files open
+            corpus, settings, older = open_corpus(held, embedder=embedder, verify=verify)
+        kb = cls(corpus, settings, rewriter=rewriter, path=held.manifest.root, snapshot=held.entry.id)
+        kb._dirty = older  # an older snapshot saved back becomes current
         return kb
 
     def snapshots(self) -> list[SnapshotInfo]:
@@ -354,11 +263,10 @@ class KnowledgeBase:
 
     def prune(self, keep: int = 1) -> list[str]:
         """Remove all but the ``keep`` newest snapshots (never the current one)."""
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ConfigError(f"keep must be a positive int, got {keep!r}")
+        _positive("keep", keep)
         return [] if self._path is None else prune_snapshots(self._path, keep)
 
-    # -- settings ------------------------------------------------------------------
+    # -- settings --------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
         """The embedder documents and questions are embedded with."""
@@ -367,7 +275,7 @@ class KnowledgeBase:
     @property
     def index(self) -> str:
         """The vector index in use: ``"exact"`` or ``"hnsw"``."""
-        return self._index
+        return self._settings.index
 
     @property
     def rewriter(self) -> Any:
@@ -389,14 +297,20 @@ class KnowledgeBase:
             raise ConfigError(f"redactor must be a fastrag.Redactor, got {type(value).__name__}")
         self._retriever.redactor = self._pipeline.redactor = value
 
-    # -- retrieval -----------------------------------------------------------------
+    # -- retrieval ---------------------------------------------------------------
     def _question(self, question: object, where: str = "question") -> str:
         return check_question(question, self._retriever.config.max_question_chars, where)
 
-    def _questions(self, questions: Sequence[str], method: str, single: str) -> list[str]:
+    def _questions(self, questions: Sequence[Any], method: str, single: str) -> list[Any]:
         if isinstance(questions, str):
             raise ConfigError(f"{method}() takes a sequence of questions; use {single}()")
         return list(questions)
+
+    def _count(self, retrievals: int = 0, answers: Sequence[Answer] = ()) -> None:
+        with self._metrics_lock:
+            self._metrics["retrievals"] += retrievals
+            self._metrics["answers"] += len(answers)
+            self._metrics["answers_citing"] += sum(1 for a in answers if a.citations)
 
     def embed_questions(self, questions: Sequence[str], *, threads: int | None = None) -> np.ndarray:
         """Embed questions with the knowledge base's embedder: float32 ``(m, dim)``."""
@@ -405,87 +319,70 @@ class KnowledgeBase:
         return query_vectors(self._corpus.embedder, questions, threads=threads)
 
     def search(
-        self, query_vectors: np.ndarray, k: int, *, exact: bool = False, where: Mapping[str, Any] | None = None,
-        principal: Any = None, threads: int | None = None,
+        self, query_vectors: np.ndarray, k: int, *, exact: bool = False,
+        where: Mapping[str, Any] | None = None, principal: Any = None, threads: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """The vector leg alone: top-``k`` eligible rows and cosines per query vector."""
         c = self._corpus
+        k = min(check_k(k), max(1, c.store.n_rows))
         mask = eligible_rows(c.store, where, principal)
-        return c.vectors.search(query_vectors, min(check_k(k), max(1, c.store.n_rows)), mask=mask, exact=exact, threads=threads)
+        return c.vectors.search(query_vectors, k, mask=mask, exact=exact, threads=threads)
 
     def hits(self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None) -> list[Hit]:
-        """Materialise :class:`~fastrag.Hit` objects for global rows (``-1`` padding is skipped)."""
+        """:class:`~fastrag.Hit` objects of global rows (``-1`` padding is skipped)."""
         return self._corpus.store.hits(rows, scores, relevance)
 
-    def _count(self, retrievals: int = 0, answers: Sequence[Answer] = ()) -> None:
-        with self._metrics_lock:
-            self._metrics["retrievals"] += retrievals
-            self._metrics["answers"] += len(answers)
-            self._metrics["answers_citing"] += sum(1 for a in answers if a.citations)
-
-    def retrieve(self, question: str, k: int = 5, *, options: RetrievalOptions | None = None, **shorthand: Any) -> list[Hit]:
+    def retrieve(
+        self, question: str, k: int = 5, *, options: RetrievalOptions | None = None, **shorthand: Any
+    ) -> list[Hit]:
         """The ``k`` chunks that best match ``question``, best first.
 
         Options are a :class:`~fastrag.RetrievalOptions` or its fields as
         keywords: ``mode``, ``where``, ``principal``, ``exact``, ``rewrite``,
-        ``reranker``, ``group_by``, ``threads``.
+        ``reranker``, ``group_by``, ``threads``, ``acl_statistics``.
         """
-        (opts,) = self._options(shorthand, retrieval=options)
-        question, k, corpus = self._question(question), check_k(k), self._corpus
-        hits, _ = self._retriever.retrieve(corpus, [question], k, opts)
+        opts, _ = parse_options(shorthand, options, answers=False)
+        question, k = self._question(question), check_k(k)
+        hits, _ = self._retriever.retrieve(self._corpus, [question], k, opts)
         self._count(retrievals=1)
         return hits[0]
 
     def retrieve_batch(
-        self, questions: Sequence[str], k: int = 5, *, options: RetrievalOptions | None = None, **shorthand: Any
-    ) -> pa.Table:
+        self, questions: Sequence[str], k: int = 5, *, options: RetrievalOptions | None = None,
+        **shorthand: Any,
+    ) -> pa.Table:  # fmt: skip
         """Retrieve for many questions at once: one row per (question, hit), by question then rank.
 
         Columns ``query_index``, ``rank`` (1 = best), ``chunk_id``,
         ``doc_id``, ``score``, ``text``; options as for :meth:`retrieve`.
         """
-        (opts,) = self._options(shorthand, retrieval=options)
+        opts, _ = parse_options(shorthand, options, answers=False)
         questions = self._questions(questions, "retrieve_batch", "retrieve")
-        k = check_k(k)
-        for i, q in enumerate(questions):
-            self._question(q, f"question {i}")
+        k, corpus = check_k(k), self._corpus
+        questions = [self._question(q, f"question {i}") for i, q in enumerate(questions)]
         if not questions:
             return HIT_TABLE.empty_table()
-        corpus = self._corpus
+        self._count(retrievals=len(questions))
         if opts.reranker is None:
             ranked = self._retriever.rank(corpus, self._retriever.rewrite(questions, opts), k, opts)
-            table = corpus.store.hit_table(ranked.rows, ranked.scores)
-        else:
-            hits, _ = self._retriever.retrieve(corpus, questions, k, opts)
-            table = _hits_table(hits)
-        self._count(retrievals=len(questions))
-        return table
+            return corpus.store.hit_table(ranked.rows, ranked.scores)
+        return hits_table(self._retriever.retrieve(corpus, questions, k, opts)[0])
 
     # -- answers -------------------------------------------------------------------
-    def _options(
-        self, shorthand: Mapping[str, Any], *, retrieval: RetrievalOptions | None,
-        answer: AnswerOptions | None = None, answers: bool = False,
-    ) -> list[Any]:  # fmt: skip
-        groups: list[tuple[str, Any, frozenset[str]]] = [
-            ("retrieval options", _given(retrieval, RetrievalOptions, "retrieval"), RETRIEVAL_FIELDS)
-        ]
-        if answers:
-            groups.append(("answer options", _given(answer, AnswerOptions, "options"), ANSWER_FIELDS))
-        return split_options(shorthand, groups)
-
     def _items(
         self, corpus: Corpus, questions: list[str], k: int, ropts: RetrievalOptions, aopts: AnswerOptions
-    ) -> list[tuple[str, list[Hit], Any, dict[str, float]]]:
+    ) -> list[Item]:
         """Rewrite, retrieve and rerank ``questions`` for the answer stages (one block)."""
         timings: dict[str, float] = {}
         timer = StageTimer(timings, aopts.on_stage)
         hits, ranked = self._retriever.retrieve(corpus, questions, k, ropts, redact=aopts.redact, timer=timer)
         share = {name: s / len(questions) for name, s in timings.items()}
-        return [(q, h, query, dict(share)) for q, h, query in zip(questions, hits, ranked.queries, strict=True)]
+        return [(q, h, r, dict(share)) for q, h, r in zip(questions, hits, ranked.queries, strict=True)]
 
     def answer(
-        self, question: str, k: int = 5, *, generator: Generator | Callable[..., Any] | None = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None, **shorthand: Any,
+        self, question: str, k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        **shorthand: Any,
     ) -> Answer:  # fmt: skip
         """Answer a question from the knowledge base, citing the chunks it uses.
 
@@ -498,28 +395,33 @@ class KnowledgeBase:
         ``schema``, ``min_faithfulness``, ...). Unknown options raise a
         :class:`~fastrag.errors.ConfigError` naming them.
         """
-        ropts, aopts = self._options(shorthand, retrieval=retrieval, answer=options, answers=True)
-        question, k, corpus = self._question(question), check_k(k), self._corpus
-        items = self._items(corpus, [question], k, ropts, aopts)
-        (q, hits, query, before) = items[0]
-        ans = self._pipeline.answer(q, hits, query=query, timings=before, generator=generator, options=aopts, snapshot=self._snapshot)
+        ropts, aopts = parse_options(shorthand, retrieval, options)
+        question, k = self._question(question), check_k(k)
+        ((q, hits, query, before),) = self._items(self._corpus, [question], k, ropts, aopts)
+        ans = self._pipeline.answer(
+            q, hits, query=query, timings=before, generator=generator, options=aopts,
+            snapshot=self._snapshot,
+        )  # fmt: skip
         self._count(retrievals=1, answers=[ans])
         return ans
 
     def answer_stream(
-        self, question: str, k: int = 5, *, generator: Generator | Callable[..., Any] | None = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None, **shorthand: Any,
+        self, question: str, k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        **shorthand: Any,
     ) -> Iterator[AnswerEvent]:  # fmt: skip
-        """:meth:`answer` as events: the context hits, then the text as it is generated, then the Answer.
+        """:meth:`answer` as events: the context hits, the text as it is generated, the Answer.
 
         The question is checked and retrieval runs before the first event
         (errors are raised at once); see :meth:`fastrag.answer.AnswerPipeline.stream`.
         """
-        ropts, aopts = self._options(shorthand, retrieval=retrieval, answer=options, answers=True)
-        question, k, corpus = self._question(question), check_k(k), self._corpus
-        items = self._items(corpus, [question], k, ropts, aopts)
-        (q, hits, query, before) = items[0]
-        events = self._pipeline.stream(q, hits, query=query, timings=before, generator=generator, options=aopts, snapshot=self._snapshot)
+        ropts, aopts = parse_options(shorthand, retrieval, options)
+        question, k = self._question(question), check_k(k)
+        ((q, hits, query, before),) = self._items(self._corpus, [question], k, ropts, aopts)
+        events = self._pipeline.stream(
+            q, hits, query=query, timings=before, generator=generator, options=aopts,
+            snapshot=self._snapshot,
+        )  # fmt: skip
 
         def counted() -> Iterator[AnswerEvent]:
             for event in events:
@@ -530,7 +432,7 @@ class KnowledgeBase:
         return counted()
 
     def answer_batch(
-        self, questions: Sequence[str], k: int = 5, *, generator: Generator | Callable[..., Any] | None = None,
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: str = "table", **shorthand: Any,
@@ -544,7 +446,6 @@ class KnowledgeBase:
         answers. Identical questions are answered once. A question that
         fails (empty, too long, a model error after retries) gets ``error``
         filled and ``found`` False; the others are answered, in input order.
-
         Returns a :class:`pyarrow.Table` (``output="table"``, see
         :data:`~fastrag.answer.table.ANSWER_BATCH_SCHEMA`) or, with
         ``output="answers"``, a list of :class:`~fastrag.Answer` (``None``
@@ -552,32 +453,17 @@ class KnowledgeBase:
         """
         if output not in ("table", "answers"):
             raise ConfigError(f"output must be 'table' or 'answers', got {output!r}")
-        ropts, aopts = self._options(shorthand, retrieval=retrieval, answer=options, answers=True)
+        ropts, aopts = parse_options(shorthand, retrieval, options)
         questions = self._questions(questions, "answer_batch", "answer")
         k, corpus = check_k(k), self._corpus
-        errors: list[str | None] = [None] * len(questions)
-        unique: dict[str, int] = {}
-        for i, q in enumerate(questions):
-            try:
-                unique.setdefault(self._question(q), len(unique))
-            except ConfigError as exc:
-                errors[i] = str(exc)
-        texts = list(unique)
-        bounds = block_bounds(len(texts), generator, max_concurrency)
-        blocks = (self._items(corpus, texts[lo:hi], k, ropts, aopts) for lo, hi in zip(bounds, bounds[1:]))
-        results = self._pipeline.answer_many(
-            blocks, generator=generator, options=aopts, snapshot=self._snapshot, max_concurrency=max_concurrency,
-            requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute,
+        answers, errors = self._pipeline.answer_questions(
+            questions, lambda block: self._items(corpus, block, k, ropts, aopts), self._question,
+            generator=generator, options=aopts, snapshot=self._snapshot,
+            max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
+            tokens_per_minute=tokens_per_minute,
         )  # fmt: skip
-        answers: list[Answer | None] = [None] * len(questions)
-        for i, q in enumerate(questions):
-            if errors[i] is None:
-                out = results[unique[q]]
-                if isinstance(out, Answer):
-                    answers[i] = out
-                else:
-                    errors[i] = f"{type(out).__name__}: {out}"
-        self._count(retrievals=len(texts), answers=[a for a in answers if a is not None])
+        done = [a for a in answers if a is not None]
+        self._count(retrievals=len({a.question for a in done}), answers=done)
         return answers if output == "answers" else answers_table(questions, answers, errors)
 
     # -- introspection -------------------------------------------------------------
@@ -617,49 +503,16 @@ class KnowledgeBase:
 
     def stats(self) -> dict[str, Any]:
         """Sizes and settings: chunks, documents, deletions, bytes, embedder, indexes, path."""
-        c = self._corpus
-        store, graph = c.store, c.graph
         return {
-            "chunks": len(store), "documents": store.n_docs, "deleted_chunks": store.n_dead,
-            "segments": len(store.segments), "dim": store.dim,
-            "vector_bytes": int(sum(s.vectors.nbytes for s in store.segments)),
-            "text_bytes": sum(int(s.batch.column("text").buffers()[2].size) if len(s) else 0 for s in store.segments),
-            "window": self._chunker.window, "overlap": self._chunker.overlap,
-            "chunking": self._chunker.mode,
-            "embedder": {k: v for k, v in c.embedder.config().items() if k != "vocabulary"},
-            "index": self._index,
-            "hnsw": None if graph is None else {**self._hnsw.to_dict(), "elements": len(graph), "deleted": graph.n_deleted},
-            "auto": self._auto,
-            "keyword": None if c.keyword is None else {**c.keyword.config(), "terms": c.keyword.n_terms},
-            "retrieval": self._retriever.config.to_dict(),
+            **describe(self._corpus, self._settings),
             "path": str(self._path) if self._path is not None else None,
-            "snapshot": self._snapshot, "unsaved_changes": self._dirty,
-        }  # fmt: skip
+            "snapshot": self._snapshot,
+            "unsaved_changes": self._dirty,
+        }
 
     def __repr__(self) -> str:
         where = f", path={str(self._path)!r}" if self._path is not None else ""
-        return f"KnowledgeBase(chunks={len(self)}, dim={self._corpus.store.dim}, index={self._index!r}{where})"
-
-
-def _given(value: Any, cls: type, name: str) -> Any:
-    if value is None:
-        return cls()
-    if not isinstance(value, cls):
-        raise ConfigError(f"{name}= must be a fastrag.{cls.__name__}, got {type(value).__name__}")
-    return value
-
-
-def _hits_table(hits: list[list[Hit]]) -> pa.Table:
-    """Reranked hits as :data:`~fastrag.store.chunks.HIT_TABLE` rows."""
-    rows = [(q, r, h) for q, hs in enumerate(hits) for r, h in enumerate(hs, 1)]
-    return pa.table(
-        [
-            pa.array([q for q, _, _ in rows], pa.int32()),
-            pa.array([r for _, r, _ in rows], pa.int32()),
-            pa.array([h.chunk_id for _, _, h in rows], pa.int64()),
-            pa.array([h.doc_id for _, _, h in rows], pa.string()),
-            pa.array([h.score for _, _, h in rows], pa.float32()),
-            pa.array([h.text for _, _, h in rows], pa.large_string()),
-        ],
-        schema=HIT_TABLE,
-    )
+        return (
+            f"KnowledgeBase(chunks={len(self)}, dim={self._corpus.store.dim}, "
+            f"index={self._settings.index!r}{where})"
+        )

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..retrieve.options import RETRIEVAL_FIELDS, RetrievalOptions, split_options
 from ..text.tokens import estimate_tokens
 from ..types import Hit
 from .conflicts import Conflict
 from .stages import StageHook
 from .verify import LLMJudge
 
-__all__ = ["ANSWER_FIELDS", "AnswerOptions"]
+__all__ = ["ANSWER_FIELDS", "AnswerOptions", "parse_options"]
 
 
 @dataclass(frozen=True)
@@ -108,3 +109,50 @@ class AnswerOptions:
 
 ANSWER_FIELDS = frozenset(f.name for f in dataclasses.fields(AnswerOptions))
 """Field names of :class:`AnswerOptions`."""
+
+
+def _given(value: Any, cls: type, name: str) -> Any:
+    if value is None:
+        return cls()
+    if not isinstance(value, cls):
+        raise ConfigError(f"{name}= must be a fastrag.{cls.__name__}, got {type(value).__name__}")
+    return value
+
+
+def parse_options(
+    shorthand: Mapping[str, Any],
+    retrieval: RetrievalOptions | None,
+    answer: AnswerOptions | None = None,
+    *,
+    answers: bool = True,
+) -> tuple[RetrievalOptions, AnswerOptions]:
+    """The options of a call: the objects passed, with keyword shorthand applied to each.
+
+    Parameters
+    ----------
+    shorthand : mapping
+        The call's keyword arguments (fields of either options class).
+    retrieval : RetrievalOptions, optional
+        The ``retrieval=`` object (default ``RetrievalOptions()``).
+    answer : AnswerOptions, optional
+        The ``options=`` object (default ``AnswerOptions()``).
+    answers : bool, default True
+        Whether the call answers (False: answer options are unknown options).
+
+    Returns
+    -------
+    tuple
+        The retrieval and answer options.
+
+    Raises
+    ------
+    ConfigError
+        On an option no class knows, naming it, or an object of the wrong class.
+    """
+    groups: list[tuple[str, Any, frozenset[str]]] = [
+        ("retrieval options", _given(retrieval, RetrievalOptions, "retrieval"), RETRIEVAL_FIELDS)
+    ]
+    if answers:
+        groups.append(("answer options", _given(answer, AnswerOptions, "options"), ANSWER_FIELDS))
+    parsed = split_options(shorthand, groups)
+    return parsed[0], (parsed[1] if answers else AnswerOptions())

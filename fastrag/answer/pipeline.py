@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ..errors import ConfigError
 from ..models.concurrency import STREAM_BLOCK, generate_stream, streams
 from ..text.cjk import is_chinese
 from ..text.pii import Redactor
@@ -403,6 +404,65 @@ class AnswerPipeline:
             timings["total"] = time.perf_counter() - t0
             out.append(answer)
         return out
+
+    def answer_questions(
+        self,
+        questions: Sequence[Any],
+        retrieve: Callable[[list[str]], Sequence[Item]],
+        check: Callable[[Any], str],
+        *,
+        generator: Any = None,
+        options: AnswerOptions | None = None,
+        snapshot: str | None = None,
+        max_concurrency: int | None = None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+    ) -> tuple[list[Answer | None], list[str | None]]:
+        """Answer a batch of questions as given: check each, answer each distinct one once.
+
+        Parameters
+        ----------
+        questions : sequence
+            The questions (anything; a bad one gets its error, the others
+            are answered).
+        retrieve : callable
+            ``retrieve(block_of_questions) -> items`` (rewrite, retrieval and
+            reranking of one block, see :data:`Item`).
+        check : callable
+            ``check(question) -> question``, raising ``ConfigError`` on a bad one.
+        generator, options, snapshot, max_concurrency, requests_per_minute, tokens_per_minute
+            As for :meth:`answer_many`.
+
+        Returns
+        -------
+        tuple
+            Per question, in order: its :class:`~fastrag.Answer` (None when
+            it failed) and its error (None when it was answered).
+        """
+        errors: list[str | None] = [None] * len(questions)
+        unique: dict[str, int] = {}
+        for i, q in enumerate(questions):
+            try:
+                unique.setdefault(check(q), len(unique))
+            except ConfigError as exc:
+                errors[i] = str(exc)
+        texts = list(unique)
+        bounds = block_bounds(len(texts), generator, max_concurrency)
+        blocks = (retrieve(texts[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False))
+        results = self.answer_many(
+            blocks, generator=generator, options=options, snapshot=snapshot,
+            max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
+            tokens_per_minute=tokens_per_minute,
+        )  # fmt: skip
+        answers: list[Answer | None] = [None] * len(questions)
+        for i, q in enumerate(questions):
+            if errors[i] is None:
+                out = results[unique[q]]
+                if isinstance(out, Answer):
+                    answers[i] = out
+                else:
+                    errors[i] = f"{type(out).__name__}: {out}"
+        return answers, errors
 
     def answer(
         self,

@@ -301,20 +301,5 @@ def split_options(
     return out
 
 
-def retrieval_options(options: RetrievalOptions | None, given: Mapping[str, Any]) -> RetrievalOptions:
-    """``options`` (default ``RetrievalOptions()``) with keyword shorthand applied."""
-    base = _check_options(options, RetrievalOptions, "options")
-    (out,) = split_options(given, [("retrieval options", base, _RETRIEVAL_FIELDS)])
-    return out  # type: ignore[no-any-return]
-
-
-def _check_options(value: Any, cls: type, name: str) -> Any:
-    if value is None:
-        return cls()
-    if not isinstance(value, cls):
-        raise ConfigError(f"{name} must be a fastrag.{cls.__name__}, got {type(value).__name__}")
-    return value
-
-
 RETRIEVAL_FIELDS = _RETRIEVAL_FIELDS
 """Field names of :class:`RetrievalOptions`."""

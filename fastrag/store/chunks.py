@@ -41,6 +41,7 @@ __all__ = [
     "Segment",
     "TOMBSTONES_FILE",
     "build_batch",
+    "hits_table",
     "chunk_schema",
 ]
 
@@ -55,6 +56,22 @@ HIT_TABLE = pa.schema(
     ]
 )
 """Columns of a batched retrieval: one row per (question, hit), by question then rank."""
+
+def hits_table(hits: Sequence[Sequence[Hit]]) -> pa.Table:
+    """Hits per question as :data:`HIT_TABLE` rows (for hits reordered after the search)."""
+    rows = [(q, r, h) for q, hs in enumerate(hits) for r, h in enumerate(hs, 1)]
+    return pa.table(
+        [
+            pa.array([q for q, _, _ in rows], pa.int32()),
+            pa.array([r for _, r, _ in rows], pa.int32()),
+            pa.array([h.chunk_id for _, _, h in rows], pa.int64()),
+            pa.array([h.doc_id for _, _, h in rows], pa.string()),
+            pa.array([h.score for _, _, h in rows], pa.float32()),
+            pa.array([h.text for _, _, h in rows], pa.large_string()),
+        ],
+        schema=HIT_TABLE,
+    )
+
 
 CHUNKS_FILE = "chunks.arrow"
 TOMBSTONES_FILE = "tombstones.arrow"

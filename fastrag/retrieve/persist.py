@@ -1,0 +1,185 @@
+"""A corpus on disk: the manifest header, a save as a new snapshot, and opening one.
+
+:class:`Settings` are what a knowledge base keeps besides its corpus: the
+chunker, the vector index chosen (and the ``"auto"`` record), the HNSW
+parameters and the retrieval configuration; all of it goes into the
+manifest. :func:`save_corpus` writes the store, every index file and the
+embedder's own files (a static table) as one snapshot
+(:func:`fastrag.store.snapshots.write_snapshot`); :func:`open_corpus`
+opens a held snapshot, checking every file against the manifest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._version import __version__
+from ..embed.base import (
+    check_embedder,
+    check_embedder_matches,
+    embedder_files,
+    embedder_from_config,
+)
+from ..errors import StoreCorruptedError
+from ..index.files import HNSW_FILE, load_indexes, writers
+from ..index.hnsw import HnswConfig
+from ..store.chunks import ChunkStore
+from ..store.snapshots import HeldSnapshot, manifest_field, write_snapshot
+from ..text.chunking import Chunker
+from .corpus import Corpus, make_corpus
+from .options import RetrievalConfig
+
+__all__ = ["Settings", "describe", "header", "open_corpus", "save_corpus"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A knowledge base's settings besides its corpus (saved in the manifest).
+
+    Attributes
+    ----------
+    chunker : Chunker
+        How documents are cut.
+    index : {"exact", "hnsw"}
+        The vector index in use.
+    hnsw : HnswConfig
+        Graph parameters (kept with an exact index too, for a later switch).
+    auto : dict or None
+        What ``index="auto"`` measured, when it chose.
+    retrieval : RetrievalConfig
+        Default mode, fusion and limits.
+    """
+
+    chunker: Chunker
+    index: str
+    hnsw: HnswConfig
+    auto: dict[str, Any] | None
+    retrieval: RetrievalConfig
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+def header(corpus: Corpus, settings: Settings) -> dict[str, Any]:
+    """The manifest fields describing a knowledge base (besides its snapshots)."""
+    index: dict[str, Any] = {"type": settings.index, "hnsw": settings.hnsw.to_dict()}
+    if settings.auto is not None:
+        index["auto"] = settings.auto
+    return {
+        "fastrag_version": __version__,
+        "dim": corpus.store.dim,
+        "embedder": corpus.embedder.config(),
+        "chunking": settings.chunker.config(),
+        "index": index,
+        "keyword": None if corpus.keyword is None else corpus.keyword.config(),
+        "retrieval": settings.retrieval.to_dict(),
+    }
+
+
+def save_corpus(
+    root: Path, corpus: Corpus, settings: Settings, *, keep: int | None, overwrite: bool
+) -> str:
+    """Write ``corpus`` as a new snapshot of the knowledge base at ``root``; return its id."""
+    extras = writers(corpus.keyword, corpus.documents, corpus.graph)
+    extras.update(embedder_files(corpus.embedder))  # e.g. a static embedder's table
+    return write_snapshot(
+        root, corpus.store, header(corpus, settings), keep=keep, overwrite=overwrite, extras=extras
+    )
+
+
+def open_corpus(
+    held: HeldSnapshot, *, embedder: Any = None, verify: bool = False
+) -> tuple[Corpus, Settings, bool]:
+    """Open a held snapshot: its corpus, its settings, and whether a save should follow.
+
+    Parameters
+    ----------
+    held : HeldSnapshot
+        From :func:`fastrag.store.snapshots.hold_snapshot` (pruning waits
+        while it is held).
+    embedder : Embedder, optional
+        Needed for embedders whose configuration holds no weights or
+        secrets; must match the one the knowledge base was built with.
+    verify : bool
+        Check every file's SHA-256 and every vector.
+
+    Returns
+    -------
+    tuple
+        The corpus, the settings, and True when the snapshot is not the
+        current one (saving it back makes it current again).
+
+    Raises
+    ------
+    StoreCorruptedError
+        A file is missing, damaged, or disagrees with the manifest.
+    EmbedderMismatchError
+        ``embedder`` differs from the one the knowledge base was built with.
+    """
+    manifest, entry, directory = held.manifest, held.entry, held.directory
+    if embedder is None:
+        with manifest_field(manifest, "embedder"):
+            embedder = embedder_from_config(
+                dict(manifest.embedder), directory=directory, verify=verify
+            )
+    else:
+        check_embedder(embedder)
+        check_embedder_matches(dict(manifest.embedder), embedder)
+    files = entry.files
+    store = ChunkStore.read(
+        directory, dim=manifest.dim, next_chunk_id=entry.next_chunk_id, files=files, verify=verify
+    )
+    index_info = manifest.index
+    with manifest_field(manifest, "index.hnsw"):
+        hnsw = HnswConfig.from_dict(index_info.get("hnsw", {}))
+    graph_wanted = index_info["type"] == "hnsw"
+    if graph_wanted and HNSW_FILE not in files:
+        raise StoreCorruptedError(
+            f"{manifest.path}: field 'index.type' is 'hnsw' but snapshot {entry.id} "
+            f"records no {HNSW_FILE} in its 'files'"
+        )
+    keyword, documents, graph = load_indexes(
+        directory, files, rows=store.n_rows, documents=store.doc_starts().size - 1,
+        dim=manifest.dim, graph=graph_wanted, hnsw=hnsw, verify=verify,
+    )  # fmt: skip
+    with manifest_field(manifest, "retrieval"):
+        retrieval = RetrievalConfig.from_dict(dict(manifest.retrieval))
+    chunking = manifest.chunking
+    chunker = Chunker(
+        window=chunking["window"], overlap=chunking["overlap"], mode=chunking.get("mode", "windows")
+    )
+    settings = Settings(chunker, index_info["type"], hnsw, index_info.get("auto"), retrieval)
+    corpus = make_corpus(store, embedder, graph=graph, keyword=keyword, documents=documents)
+    return corpus, settings, entry.id != manifest.current
+
+
+def describe(corpus: Corpus, settings: Settings) -> dict[str, Any]:
+    """Sizes and settings of a corpus: chunks, documents, deletions, bytes, embedder, indexes."""
+    store, graph = corpus.store, corpus.graph
+    keyword = corpus.keyword
+    return {
+        "chunks": len(store),
+        "documents": store.n_docs,
+        "deleted_chunks": store.n_dead,
+        "segments": len(store.segments),
+        "dim": store.dim,
+        "vector_bytes": int(sum(s.vectors.nbytes for s in store.segments)),
+        "text_bytes": sum(
+            int(s.batch.column("text").buffers()[2].size) for s in store.segments if len(s)
+        ),
+        "window": settings.chunker.window,
+        "overlap": settings.chunker.overlap,
+        "chunking": settings.chunker.mode,
+        "embedder": {k: v for k, v in corpus.embedder.config().items() if k != "vocabulary"},
+        "index": settings.index,
+        "hnsw": None
+        if graph is None
+        else {**settings.hnsw.to_dict(), "elements": len(graph), "deleted": graph.n_deleted},
+        "auto": settings.auto,
+        "keyword": None if keyword is None else {**keyword.config(), "terms": keyword.n_terms},
+        "retrieval": settings.retrieval.to_dict(),
+    }
