@@ -57,7 +57,6 @@ def fuse(
     return out_rows, out_scores
 
 
-
 def _finish(total: dict[int, float], k: int, groups, by_group: bool) -> list[tuple[int, float]]:
     ranked = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
     if not by_group:
@@ -95,4 +94,20 @@ def convex(lists, weights, group_lists, group_weights, groups, k, by_group=False
         for r in list(total):
             if groups[r] in share:
                 total[r] += share[groups[r]]
+    return _finish(total, k, groups, by_group)
+
+
+def rrf(lists, weights, group_lists, group_weights, groups, rrf_k, k, by_group=False):
+    """One question: weighted RRF of row lists and group lists (first rank of a group counts)."""
+    total: dict[int, float] = {}
+    for rows, w in zip(lists, weights):
+        for j, r in enumerate(r for r in rows if r >= 0):
+            total[r] = total.get(r, 0.0) + w / (rrf_k + j + 1)
+    for glist, w in zip(group_lists, group_weights):
+        first: dict[int, int] = {}
+        for j, g in enumerate(g for g in glist if g >= 0):
+            first.setdefault(g, j)
+        for r in total:
+            if groups[r] in first:
+                total[r] += w / (rrf_k + first[groups[r]] + 1)
     return _finish(total, k, groups, by_group)
