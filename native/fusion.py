@@ -247,7 +247,7 @@ def _convex_one(
 
 @kernel
 def rrf_fuse(rows, weights, group_lists, group_weights, groups, rrf_k, k, by_group):
-    """Fuse ranked lists per question (question by question: a few hundred candidates each, microseconds).
+    """Fuse ranked lists per question (serially: a few hundred candidates each, microseconds).
 
     Parameters
     ----------
@@ -299,7 +299,7 @@ def rrf_fuse(rows, weights, group_lists, group_weights, groups, rrf_k, k, by_gro
 def convex_fuse(
     rows, scores, weights, group_lists, group_scores, group_weights, groups, k, by_group
 ):
-    """Convex score fusion per question (question by question: a few hundred candidates each, microseconds).
+    """Convex score fusion per question (serially: a few hundred candidates each).
 
     Each list's scores are min-max normalised over its own candidates for
     that question (all equal: 1), times the list's weight, and summed per

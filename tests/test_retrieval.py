@@ -446,9 +446,8 @@ def test_vector_relevance_is_the_clipped_cosine(index):
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), n_rows=st.integers(1, 40), width=st.integers(1, 12), by_group=st.booleans())
 def test_rrf_kernel_equals_the_reference_with_groups(data, n_rows, width, by_group):
-    from naive import fusion as naive_fusion
-
     from fastrag._native import fusion
+    from naive import fusion as naive_fusion
 
     groups = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n_rows, max_size=n_rows)), np.int64)
     lists = []
