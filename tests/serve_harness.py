@@ -78,14 +78,23 @@ class ProcessServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "fastrag", "serve", *self.args],
             stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+            cwd=self.log_path.parent,  # not the checkout, whose fastrag/ folder would shadow the install
         )  # fmt: skip
-        deadline = time.monotonic() + 120
+        try:
+            self._wait_healthy(deadline=time.monotonic() + 120)
+        except BaseException:
+            self.__exit__()  # a server that never came up leaves no process or open log behind
+            raise
+        return self
+
+    def _wait_healthy(self, deadline: float) -> None:
+        assert self.proc is not None
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"fastrag serve exited: {self.log()}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
+                    return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:

@@ -118,7 +118,9 @@ def test_http_without_a_key_is_401(server):
 
 def test_tools_over_stdio(kb_path):
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "fastrag", "mcp", "--kb", f"policies={kb_path}"]
+        command=sys.executable,
+        args=["-m", "fastrag", "mcp", "--kb", f"policies={kb_path}"],
+        cwd=kb_path.parent,  # not the checkout, whose fastrag/ folder would shadow the install
     )
 
     async def run():
