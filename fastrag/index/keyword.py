@@ -50,13 +50,20 @@ from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError, StoreCorruptedError, StoreError
 from ..text.tokenize import TextsLike, Tokenizer, Tokens, as_utf8, check_utf8
 
-__all__ = ["BM25_FILE", "BM25Index"]
+__all__ = ["BLOCK_SIZE", "BM25_FILE", "BM25Index"]
 
 BM25_FILE = "bm25.arrow"
 """File name of a saved index inside a snapshot."""
 
+BLOCK_SIZE = _kernels.BLOCK_SIZE
+"""Postings per block maximum (saved in the file; a file of another size is
+re-blocked on load)."""
+
 FORMAT = "fastrag-bm25"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version 2 adds the block maxima (``block_offsets``, ``block_max``); version 1
+files still load: their block maxima are computed on load, and the next save
+writes version 2."""
 
 _COLUMNS = (
     ("vocab", pa.uint64()),
@@ -67,8 +74,18 @@ _COLUMNS = (
     ("idf", pa.float32()),
     ("doc_len", pa.int32()),
     ("max_impact", pa.float32()),
+    ("block_offsets", pa.int64()),
+    ("block_max", pa.float32()),
 )
-_SCHEMA = pa.schema([pa.field(name, pa.large_list(t), nullable=False) for name, t in _COLUMNS])
+_V1_COLUMNS = 8  # version 1 files hold the first eight columns
+
+
+def _schema(columns: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema([pa.field(name, pa.large_list(t), nullable=False) for name, t in columns])
+
+
+_SCHEMA = _schema(_COLUMNS)
+_SCHEMAS = {1: _schema(_COLUMNS[:_V1_COLUMNS]), FORMAT_VERSION: _SCHEMA}
 _MAX_ROWS = 2**31 - 1
 _NO_MASK = np.zeros(0, dtype=np.bool_)
 
@@ -93,6 +110,8 @@ class _Arrays(NamedTuple):
     idf: np.ndarray  # float32[V]
     doc_len: np.ndarray  # int32[n]
     max_impact: np.ndarray  # float32[V]
+    block_offsets: np.ndarray  # int64[V + 1], blocks of block_max per term
+    block_max: np.ndarray  # float32[n_blocks], largest impact per BLOCK_SIZE postings
 
 
 class BM25Index:
@@ -128,6 +147,9 @@ class BM25Index:
         self.k1 = _check_param("k1", k1, 0.0, 1000.0)
         self.b = _check_param("b", b, 0.0, 1.0)
         self._write_lock = threading.Lock()  # one add() at a time; searches never wait
+        self.upgraded = False
+        """True when :meth:`load` read an older format (computing what it lacked):
+        saving rewrites it in the current one."""
         empty_i64 = np.zeros(1, dtype=np.int64)
         self._set(
             np.zeros(0, np.uint64),
@@ -151,8 +173,10 @@ class BM25Index:
         impacts: np.ndarray | None = None,
         idf: np.ndarray | None = None,
         max_impact: np.ndarray | None = None,
+        block_offsets: np.ndarray | None = None,
+        block_max: np.ndarray | None = None,
     ) -> None:
-        """Install new arrays (computing impacts, idf, max_impact unless given) in one swap."""
+        """Install new arrays (computing impacts, idf and the bounds unless given) in one swap."""
         n = int(doc_len.size)
         total = int(doc_len.sum(dtype=np.int64))
         avgdl = total / n if n else 0.0
@@ -163,10 +187,16 @@ class BM25Index:
             idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
         if max_impact is None:
             max_impact = _kernels.max_impacts(term_offsets, impacts)
-        for a in (vocab, term_offsets, rows, tfs, doc_len, impacts, idf, max_impact):
+        if block_offsets is None or block_max is None:
+            block_offsets, block_max = _kernels.block_maxima(term_offsets, impacts, BLOCK_SIZE)
+        state = _Arrays(
+            vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact, block_offsets,
+            block_max,
+        )  # fmt: skip
+        for a in state:
             a.flags.writeable = False  # shared by every reader; never changed in place
         # one attribute holds everything a search reads: swapped atomically
-        self._state = _Arrays(vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact)
+        self._state = state
         self._avgdl = avgdl
 
     @property
@@ -365,7 +395,8 @@ class BM25Index:
             self._add_tokens_locked(tokens)
 
     def _add_tokens_locked(self, tokens: Tokens) -> None:
-        vocab, term_offsets, rows, tfs, _, _, doc_len, _ = self._state
+        vocab, term_offsets, rows, tfs, *_ = self._state
+        doc_len = self._state.doc_len
         n_old = doc_len.size
         n_new = len(tokens)
         if n_old + n_new > _MAX_ROWS:
@@ -417,7 +448,8 @@ class BM25Index:
             Equal to a fresh build on the kept rows (this index is unchanged).
         """
         keep = self._check_mask(keep_mask, "keep_mask")
-        vocab, term_offsets, rows, tfs, _, _, doc_len, _ = self._state
+        vocab, term_offsets, rows, tfs, *_ = self._state
+        doc_len = self._state.doc_len
         out = BM25Index(self.tokenizer, k1=self.k1, b=self.b)
         with _threads(threads):
             new_offsets, new_rows, new_tfs, df = _kernels.compact_postings(
@@ -460,6 +492,7 @@ class BM25Index:
         *,
         mask: np.ndarray | None = None,
         threads: int | None = None,
+        method: str = "maxscore",
     ) -> tuple[np.ndarray, np.ndarray]:
         """Return the best ``k`` rows of every question by BM25 score.
 
@@ -474,6 +507,10 @@ class BM25Index:
             filters); masked rows are never returned.
         threads : int, optional
             Numba threads for this call.
+        method : {"maxscore", "exhaustive"}, default "maxscore"
+            Block-max MaxScore, which skips the postings that cannot change
+            the top ``k``, or every posting of every query term (the
+            reference). Both return the same rows and scores.
 
         Returns
         -------
@@ -499,10 +536,10 @@ class BM25Index:
         if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:  # serial kernels: no thread setting
             resolve_threads(threads)
             tokens = self.tokenizer._tokenize(data, offsets)
-            return self._search(tokens.hashes, tokens.offsets, k, mask, 1)
+            return self._search(tokens.hashes, tokens.offsets, k, mask, 1, method)[:2]
         with _threads(threads) as n_threads:
             tokens = self.tokenizer._tokenize(data, offsets)
-            return self._search(tokens.hashes, tokens.offsets, k, mask, n_threads)
+            return self._search(tokens.hashes, tokens.offsets, k, mask, n_threads, method)[:2]
 
     def search_tokens(
         self,
@@ -511,6 +548,7 @@ class BM25Index:
         *,
         mask: np.ndarray | None = None,
         threads: int | None = None,
+        method: str = "maxscore",
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search`, for tokenised queries.
 
@@ -526,12 +564,51 @@ class BM25Index:
             Eligible rows.
         threads : int, optional
             Numba threads for this call.
+        method : {"maxscore", "exhaustive"}, default "maxscore"
+            As for :meth:`search`.
 
         Returns
         -------
         tuple of numpy.ndarray
             ``rows`` (int64) and ``scores`` (float32), as :meth:`search`.
         """
+        hashes, offsets = self._query_hashes(queries)
+        if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
+            resolve_threads(threads)
+            return self._search(hashes, offsets, k, mask, 1, method)[:2]
+        with _threads(threads) as n_threads:
+            return self._search(hashes, offsets, k, mask, n_threads, method)[:2]
+
+    def postings_read(
+        self,
+        queries: Tokens | Sequence[Sequence[str]],
+        k: int = 10,
+        *,
+        mask: np.ndarray | None = None,
+        threads: int | None = None,
+        method: str = "maxscore",
+    ) -> np.ndarray:
+        """How many postings a search reads, per query (what pruning saves).
+
+        Parameters
+        ----------
+        queries, k, mask, threads, method
+            As for :meth:`search_tokens`.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``(m, 2)``: the postings the search read (scored) and the
+            postings of the query's terms (what the exhaustive search reads).
+        """
+        hashes, offsets = self._query_hashes(queries)
+        with _threads(threads) as n_threads:
+            return self._search(hashes, offsets, k, mask, n_threads, method)[2]
+
+    def _query_hashes(
+        self, queries: Tokens | Sequence[Sequence[str]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Token hashes and offsets of :meth:`search_tokens`' queries."""
         if isinstance(queries, Tokens):
             tokens = _check_tokens(queries)
             hashes, offsets = tokens.hashes, tokens.offsets
@@ -545,11 +622,7 @@ class BM25Index:
             hashes = self.tokenizer.hash(flat) if flat else np.zeros(0, np.uint64)
             offsets = np.zeros(len(lists) + 1, dtype=np.int64)
             np.cumsum([len(q) for q in lists], out=offsets[1:])
-        if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
-            resolve_threads(threads)
-            return self._search(hashes, offsets, k, mask, 1)
-        with _threads(threads) as n_threads:
-            return self._search(hashes, offsets, k, mask, n_threads)
+        return hashes, offsets
 
     def query_weights(self, tokens: Tokens) -> np.ndarray:
         """The highest score each tokenised query could reach: the sum of its tokens' idf.
@@ -587,30 +660,28 @@ class BM25Index:
         k: int,
         mask: np.ndarray | None,
         n_threads: int,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        method: str,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ConfigError(f"k must be a positive int, got {k!r}")
-        vocab, term_offsets, rows, _, impacts, idf, doc_len, max_impact = self._state
-        n = doc_len.size
+        if method not in _kernels.METHODS:
+            raise ConfigError(f"method must be one of {_kernels.METHODS}, got {method!r}")
+        state = self._state
+        n = state.doc_len.size
         m = offsets.size - 1
         kk = min(int(k), n)
         if kk == 0 or m == 0:
-            return np.full((m, kk), -1, dtype=np.int64), np.full((m, kk), -np.inf, np.float32)
+            return (
+                np.full((m, kk), -1, dtype=np.int64),
+                np.full((m, kk), -np.inf, np.float32),
+                np.zeros((m, 2), dtype=np.int64),
+            )
         mask_arr = _NO_MASK if mask is None else self._check_mask(mask, "mask")
-        return _kernels.search(
-            term_offsets,
-            rows,
-            impacts,
-            idf,
-            max_impact,
-            vocab,
-            hashes,
-            offsets,
-            n,
-            kk,
-            mask_arr,
-            n_threads,
-        )
+        return _kernels.search(  # type: ignore[return-value]
+            state.term_offsets, state.rows, state.impacts, state.idf, state.block_offsets,
+            state.block_max, state.vocab, hashes, offsets, n, kk, mask_arr, n_threads,
+            block_size=BLOCK_SIZE, method=method, stats=True,
+        )  # fmt: skip
 
     def _check_mask(self, mask: object, name: str) -> np.ndarray:
         n = self.n_rows
@@ -646,6 +717,7 @@ class BM25Index:
             "b": self.b,
             "n_rows": self.n_rows,
             "avgdl": self._avgdl,
+            "block_size": BLOCK_SIZE,
             "tokenizer": self.tokenizer.config(),
         }
         columns = []
@@ -676,6 +748,11 @@ class BM25Index:
     def load(cls, path: str | os.PathLike[str]) -> BM25Index:
         """Memory-map an index written by :meth:`save` (no copy, no parse of the postings).
 
+        A file of an older format version (1: no block maxima) loads too: what
+        it lacks is computed (one pass over the postings) and
+        :attr:`upgraded` is set, so that the next save writes the current
+        version.
+
         Parameters
         ----------
         path : str or PathLike
@@ -702,21 +779,23 @@ class BM25Index:
             source = pa.memory_map(str(path), "r")
             reader = pa.ipc.open_file(source)
             schema = reader.schema
-            if not schema.remove_metadata().equals(_SCHEMA) or reader.num_record_batches != 1:
-                raise StoreCorruptedError(f"{path}: not a fastrag BM25 index (unexpected schema)")
             meta = orjson.loads((schema.metadata or {}).get(b"fastrag", b"null"))
             if not isinstance(meta, dict) or meta.get("format") != FORMAT:
                 raise StoreCorruptedError(f"{path}: not a fastrag BM25 index (no metadata)")
-            if meta.get("version") != FORMAT_VERSION:
+            version = meta.get("version")
+            if version not in _SCHEMAS:
                 raise StoreCorruptedError(
-                    f"{path}: BM25 format version {meta.get('version')!r}, "
-                    f"this fastrag reads {FORMAT_VERSION}"
+                    f"{path}: BM25 format version {version!r}, this fastrag reads "
+                    f"{', '.join(map(str, sorted(_SCHEMAS)))}"
                 )
+            expected = _SCHEMAS[version]
+            if not schema.remove_metadata().equals(expected) or reader.num_record_batches != 1:
+                raise StoreCorruptedError(f"{path}: not a fastrag BM25 index (unexpected schema)")
             batch = reader.get_batch(0)
             if batch.num_rows != 1:
                 raise StoreCorruptedError(f"{path}: expected one record, got {batch.num_rows}")
             arrays = []
-            for i, (name, _) in enumerate(_COLUMNS):
+            for i, name in enumerate(expected.names):
                 col = batch.column(i)
                 if col.null_count or col.offsets[0].as_py() != 0:
                     raise StoreCorruptedError(f"{path}: column {name} is malformed")
@@ -732,7 +811,7 @@ class BM25Index:
             raise StoreCorruptedError(f"{path}: file is missing") from exc
         except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
             raise StoreCorruptedError(f"{path}: cannot be read as a BM25 index: {exc}") from exc
-        vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact = arrays
+        vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact = arrays[:_V1_COLUMNS]
         v = vocab.size
         nnz = rows.size
         ok = (
@@ -749,16 +828,22 @@ class BM25Index:
         )
         if not ok:
             raise StoreCorruptedError(f"{path}: inconsistent array sizes or offsets: corrupt")
+        block_offsets = block_max = None
+        if len(arrays) > _V1_COLUMNS and meta.get("block_size") == BLOCK_SIZE:
+            block_offsets, block_max = arrays[_V1_COLUMNS:]
+            blocks = (np.diff(term_offsets) + BLOCK_SIZE - 1) // BLOCK_SIZE
+            if not (
+                block_offsets.size == v + 1
+                and block_offsets[0] == 0
+                and block_offsets[-1] == block_max.size
+                and np.array_equal(np.diff(block_offsets), blocks)
+            ):
+                raise StoreCorruptedError(f"{path}: inconsistent block maxima: corrupt")
         index._set(
-            vocab,
-            term_offsets,
-            rows,
-            tfs,
-            doc_len,
-            impacts=impacts,
-            idf=idf,
-            max_impact=max_impact,
-        )
+            vocab, term_offsets, rows, tfs, doc_len, impacts=impacts, idf=idf,
+            max_impact=max_impact, block_offsets=block_offsets, block_max=block_max,
+        )  # fmt: skip
+        index.upgraded = block_max is None  # older version or block size: computed here
         return index
 
 
