@@ -558,8 +558,11 @@ class KnowledgeBase:
                 raise StoreCorruptedError(f"{snap_dir}: the manifest names no {HNSW_FILE}")
             info = files[HNSW_FILE]
             _check_file(snap_dir / HNSW_FILE, info, False)
+            # Mapped and checked in a background thread: exact search answers
+            # until the graph is in (ready() / wait_ready()).
             graph = HnswIndex.load(
-                snap_dir / HNSW_FILE, dim, hnsw_config, sha256=info["sha256"] if verify else None
+                snap_dir / HNSW_FILE, dim, hnsw_config, sha256=info["sha256"] if verify else None,
+                background=not verify,
             )
         chunking = manifest["chunking"]
         kb = cls(
@@ -577,9 +580,44 @@ class KnowledgeBase:
             snapshot=entry["id"],
             auto=index_info.get("auto"),
         )
-        # An older snapshot saved back to its own path becomes current again.
-        kb._dirty = entry["id"] != manifest["current"]
+        # An older snapshot saved back to its own path becomes current again;
+        # keyword indexes of an older format are rewritten by the next save.
+        upgraded = any(x is not None and x.upgraded for x in (bm25, doc_bm25))
+        kb._dirty = entry["id"] != manifest["current"] or upgraded
         return kb
+
+    @classmethod
+    def upgrade(cls, path: str | Path) -> str | None:
+        """Rewrite a knowledge base saved by an older fastrag in the current formats.
+
+        Returns
+        -------
+        str or None
+            The new snapshot's id, or None when nothing needed rewriting.
+        """
+        kb = cls.load(path)
+        try:
+            return kb.save(path) if kb._dirty else None
+        finally:
+            kb.close()
+
+    def ready(self) -> bool:
+        """Whether every index is in: False while the HNSW graph still loads after :meth:`load`.
+
+        Until then vector search is exact: the same results, only slower.
+        """
+        return self._hnsw is None or self._hnsw.ready()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until :meth:`ready` (at most ``timeout`` seconds); return it.
+
+        Raises
+        ------
+        SearchIndexError
+            The HNSW graph failed to load (its file is damaged); searches
+            stay exact.
+        """
+        return self._hnsw is None or self._hnsw.wait_ready(timeout)
 
     def snapshots(self) -> list[SnapshotInfo]:
         """The saved snapshots at this knowledge base's path, oldest first."""
@@ -1319,6 +1357,7 @@ class KnowledgeBase:
         if not questions:
             raise ConfigError("verify() needs at least one question")
         k = _check_k(k)
+        self.wait_ready()  # measure the graph, not the exact fallback of a loading one
         vectors = self.embed_questions(questions, threads=threads)
         report: dict[str, Any] = {"questions": len(questions), "k": k, "index": self._index}
         truth_rows, _ = self.search(vectors, k, exact=True, threads=threads)

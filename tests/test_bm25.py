@@ -487,3 +487,36 @@ def test_inconsistent_block_maxima_are_refused(tmp_path, tok):
         w.write_table(bad)
     with pytest.raises(StoreCorruptedError, match="block maxima"):
         BM25Index.load(path)
+
+
+def test_knowledge_base_with_version1_indexes_is_upgraded(tmp_path, capsys):
+    """An older knowledge base loads, answers the same, and `fastrag upgrade` rewrites it."""
+    import hashlib
+    import json
+
+    from fastrag import KnowledgeBase
+    from fastrag.cli import main
+
+    root = tmp_path / "kb"
+    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(TEXTS) if t]
+    KnowledgeBase.build(docs, window=40, overlap=8).save(root)
+    manifest = json.loads((root / "manifest.json").read_text())
+    entry = manifest["snapshots"][-1]
+    for name in ("bm25.arrow", "bm25_docs.arrow"):  # as an older fastrag saved them
+        path = root / "snapshots" / entry["id"] / name
+        write_v1(tmp_path / name, BM25Index.load(path))  # not over the mapped file
+        (tmp_path / name).replace(path)
+        entry["files"][name] = {
+            "bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()
+        }
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    old = KnowledgeBase.load(root)
+    assert old._bm25.upgraded and old._doc_bm25.upgraded
+    hits = [h.chunk_id for h in old.retrieve("annual leave days", k=5, mode="keyword")]
+    assert main(["upgrade", str(root)]) == 0
+    assert "rewritten" in capsys.readouterr().out
+    new = KnowledgeBase.load(root)
+    assert not new._bm25.upgraded and not new._doc_bm25.upgraded
+    assert [h.chunk_id for h in new.retrieve("annual leave days", k=5, mode="keyword")] == hits
+    assert main(["upgrade", str(root)]) == 0
+    assert "already" in capsys.readouterr().out
