@@ -3,24 +3,29 @@
 An index is *term-major* (CSC): the vocabulary is a sorted ``uint64`` array of
 token hashes; term ``t`` (its position in the vocabulary) has postings
 ``term_offsets[t]:term_offsets[t + 1]`` in ``rows`` (``int32``, increasing),
-``tfs`` (``int32``, term frequency in that row) and ``impacts`` (``float32``,
-the term-frequency component of Lucene's BM25)::
+``tfs`` (``int32``, term frequency in that row) and ``weights`` (``int32``,
+the posting's share of a score, in fixed point)::
 
-    impact = tf / (tf + k1 * (1 - b + b * doc_len / avgdl))
-    idf    = log(1 + (N - df + 0.5) / (df + 0.5))
-    score(q, d) = sum over the tokens t of q of  idf[t] * impact[t, d]
+    impact = tf / (tf + k1 * (1 - b + b * doc_len / avgdl))       (float32)
+    idf    = log(1 + (N - df + 0.5) / (df + 0.5))                  (float32)
+    weight = ceil(idf * impact * 2**26)                            (int32)
+    score(q, d) = 2**-26 * sum over the tokens t of q of weight[t, d]
 
 (a query token that occurs twice counts twice, as in Lucene and bm25s). This
 is Lucene's ``BM25Similarity`` since Lucene 8, which dropped the constant
 factor ``k1 + 1`` of the textbook formula (ranking is unchanged), and bm25s
-``method="lucene"``.
-Scoring is term-at-a-time into a dense per-thread accumulator; top-k is
-selected among the rows with a positive score (rows without a query term are
-never hits): for queries reading few postings from a *touched* list of the
-rows they reached, for the others by one scan of the accumulator; and terms
-that cannot change the top k are skipped (see :func:`_search_one`). Queries
-run in parallel, each worker on its own accumulator.
-Ranking: higher score first, ties broken by the lower row.
+``method="lucene"``; a weight is within ``2**-26`` of ``idf * impact``.
+Summing integers makes a row's score exact and independent of the order its
+terms are added in: the pruned and the exhaustive search give every row the
+same score bit for bit, and the float32 score returned is the sum rounded
+once. Ranking: higher score first, ties broken by the lower row; only rows
+with a positive score (sharing a term with the query) are hits.
+
+Two searches return the same top k: :func:`_exhaustive_one` scores every
+posting of every query term (the reference), :func:`_pruned_one` is
+block-max MaxScore over windows of rows, with the per-term and per-block
+maxima of the weights (``max_weight``, ``block_max``) computed at build
+time. Queries run in parallel, each worker on its own buffers.
 
 Kernels never write into their inputs and never raise on user input; the
 scoring kernel also stays in bounds on corrupt postings (rows outside
@@ -41,16 +46,23 @@ __all__ = [
     "METHODS",
     "PARALLEL_MIN_QUERIES",
     "WINDOW",
+    "WEIGHT_SCALE",
     "block_maxima",
     "compact_postings",
     "doc_terms",
     "impacts",
-    "max_impacts",
     "merge_postings",
+    "term_maxima",
     "search",
     "transpose",
     "warmup",
+    "weights",
 ]
+
+WEIGHT_SCALE = 2.0**26
+"""A weight is ``ceil(idf * impact * WEIGHT_SCALE)``: below 2**31 for any idf of
+a 2**31-row index (``log(1 + 2**31) < 22 < 32``); the kernels write the
+literals ``67108864.0`` and ``2**-26``."""
 
 
 # -- building ----------------------------------------------------------------
@@ -228,59 +240,98 @@ def impacts(
 
 
 @parallel_kernel
-def _max_impact_pass(term_offsets, impacts, out):
-    """``out[t]`` = largest impact of term ``t`` (parallel over terms)."""
+def _weights_pass(term_offsets, impacts, idf, out):
+    """``out[p]`` = ``ceil(idf[t] * impacts[p] * 2**26)`` for the postings of every term ``t``."""
     for t in prange(term_offsets.size - 1):
-        best = np.float32(0.0)
+        w = np.float64(idf[t]) * 67108864.0  # exact: float32 times a power of two
         for p in range(term_offsets[t], term_offsets[t + 1]):
-            if impacts[p] > best:
-                best = impacts[p]
-        out[t] = best
+            x = np.ceil(w * np.float64(impacts[p]))  # the float32 product is exact in float64
+            out[p] = np.int32(min(max(x, 1.0), 2147483647.0))
 
 
-def max_impacts(term_offsets: np.ndarray, impacts: np.ndarray) -> np.ndarray:
-    """Return the largest impact of every term.
+def weights(term_offsets: np.ndarray, impacts: np.ndarray, idf: np.ndarray) -> np.ndarray:
+    """Return every posting's weight: its share of a score, in fixed point.
 
     Parameters
     ----------
     term_offsets : int64[V + 1]
         Postings offsets per term.
     impacts : float32[nnz]
-        Posting tf components.
+        Posting tf components (from :func:`impacts`).
+    idf : float32[V]
+        Per-term idf.
 
     Returns
     -------
-    float32[V]
-        Per-term maximum (0 for a term without postings).
+    int32[nnz]
+        ``ceil(idf * impact * WEIGHT_SCALE)``, at least 1 and at most ``2**31 - 1``.
     """
-    term_offsets, impacts = frozen(term_offsets, impacts)
-    out = np.empty(term_offsets.size - 1, dtype=np.float32)
-    _max_impact_pass(term_offsets, impacts, out)
+    term_offsets, impacts, idf = frozen(term_offsets, impacts, idf)
+    out = np.empty(impacts.size, dtype=np.int32)
+    if out.size:
+        _weights_pass(term_offsets, impacts, idf, out)
     return out
 
 
 @parallel_kernel
-def _block_max_pass(term_offsets, block_offsets, impacts, block_size, out):
-    """``out[b]`` = largest impact of block ``b`` (parallel over terms)."""
+def _term_max_pass(term_offsets, values, out):
+    """``out[t]`` = largest value of term ``t``'s postings (parallel over terms)."""
+    for t in prange(term_offsets.size - 1):
+        p0 = term_offsets[t]
+        p1 = term_offsets[t + 1]
+        if p1 <= p0:
+            out[t] = 0
+            continue
+        best = values[p0]
+        for p in range(p0 + 1, p1):
+            if values[p] > best:
+                best = values[p]
+        out[t] = best
+
+
+def term_maxima(term_offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return the largest value (weight or impact) of every term's postings.
+
+    Parameters
+    ----------
+    term_offsets : int64[V + 1]
+        Postings offsets per term.
+    values : int32[nnz] or float32[nnz]
+        Non-negative values per posting.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``values.dtype``, ``(V,)``: per-term maximum (0 for a term without postings).
+    """
+    term_offsets, values = frozen(term_offsets, values)
+    out = np.empty(term_offsets.size - 1, dtype=values.dtype)
+    _term_max_pass(term_offsets, values, out)
+    return out
+
+
+@parallel_kernel
+def _block_max_pass(term_offsets, block_offsets, values, block_size, out):
+    """``out[b]`` = largest value of block ``b`` (parallel over terms)."""
     for t in prange(term_offsets.size - 1):
         p = term_offsets[t]
         p1 = term_offsets[t + 1]
         b = block_offsets[t]
         while p < p1:
             e = min(p + block_size, p1)
-            best = np.float32(0.0)
-            for q in range(p, e):
-                if impacts[q] > best:
-                    best = impacts[q]
+            best = values[p]
+            for q in range(p + 1, e):
+                if values[q] > best:
+                    best = values[q]
             out[b] = best
             b += 1
             p = e
 
 
 def block_maxima(
-    term_offsets: np.ndarray, impacts: np.ndarray, block_size: int
+    term_offsets: np.ndarray, values: np.ndarray, block_size: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Return the largest impact of every block of ``block_size`` postings of every term.
+    """Return the largest value of every block of ``block_size`` postings of every term.
 
     Term ``t``'s postings ``term_offsets[t]:term_offsets[t + 1]`` are cut into
     ``ceil(df / block_size)`` blocks, the last one possibly shorter.
@@ -289,8 +340,8 @@ def block_maxima(
     ----------
     term_offsets : int64[V + 1]
         Postings offsets per term.
-    impacts : float32[nnz]
-        Posting tf components.
+    values : int32[nnz] or float32[nnz]
+        Values per posting (the weights).
     block_size : int
         Postings per block, ``>= 1``.
 
@@ -298,16 +349,16 @@ def block_maxima(
     -------
     block_offsets : int64[V + 1]
         Term ``t`` owns blocks ``block_offsets[t]:block_offsets[t + 1]``.
-    block_max : float32[n_blocks]
-        Largest impact of every block.
+    block_max : numpy.ndarray
+        ``values.dtype``, ``(n_blocks,)``: largest value of every block.
     """
-    term_offsets, impacts = frozen(term_offsets, impacts)
+    term_offsets, values = frozen(term_offsets, values)
     df = np.diff(term_offsets)
     block_offsets = np.zeros(term_offsets.size, dtype=np.int64)
     np.cumsum((df + block_size - 1) // block_size, out=block_offsets[1:])
-    out = np.empty(int(block_offsets[-1]), dtype=np.float32)
+    out = np.empty(int(block_offsets[-1]), dtype=values.dtype)
     if out.size:
-        _block_max_pass(term_offsets, block_offsets, impacts, np.int64(block_size), out)
+        _block_max_pass(term_offsets, block_offsets, values, np.int64(block_size), out)
     return block_offsets, out
 
 
@@ -429,25 +480,17 @@ def compact_postings(
 
 # -- scoring -----------------------------------------------------------------
 #
-# Scores are accumulated in fixed point: a posting of term t adds
-# ``ceil(idf[t] * impact * 2**32)`` (an int64; the product of two float32 is
-# exact in float64, and so is the scaling), so a row's score is an exact
-# integer sum, whatever the order its terms are added in. The pruned and the
-# exhaustive kernels therefore give every row the same score bit for bit,
-# and the float32 score returned is ``sum * 2**-32`` rounded once. Ranking is
-# by that float32 score, then by the lower row.
-
-
-@kernel(inline="always")
-def _fixed(w, imp):  # pragma: no cover - inlined
-    """Fixed-point contribution of a posting: ``ceil(w * imp * 2**32)`` (``w`` is float64)."""
-    return np.int64(np.ceil(w * np.float64(imp) * 4294967296.0))
+# A row's score is the int64 sum of its postings' weights (times the query
+# token's multiplicity): exact, whatever the order of the terms, so the pruned
+# and the exhaustive kernels agree bit for bit; the float32 score returned is
+# ``sum * 2**-26`` rounded once. Ranking is by that float32 score, then by the
+# lower row.
 
 
 @kernel(inline="always")
 def _to_score(s):  # pragma: no cover - inlined
-    """The float32 score of a fixed-point sum."""
-    return np.float32(np.float64(s) * 2.3283064365386963e-10)
+    """The float32 score of a fixed-point sum (``s * 2**-26``, rounded once)."""
+    return np.float32(np.float64(s) * 1.4901161193847656e-08)
 
 
 @kernel(inline="always")
@@ -572,8 +615,9 @@ def _gallop(rows, pos, end, r):  # pragma: no cover - inlined
 
 
 @kernel
-def _query_terms(term_offsets, vocab, n_terms, nnz, q_hashes, lo, hi):
+def _query_terms(term_offsets, vocab, nnz, q_hashes, lo, hi):
     """Distinct known terms of one query with postings, ascending, and how often each occurs."""
+    n_terms = term_offsets.size - 1
     ts = np.empty(hi - lo, dtype=np.int64)
     cnt = 0
     for j in range(lo, hi):
@@ -600,7 +644,7 @@ def _query_terms(term_offsets, vocab, n_terms, nnz, q_hashes, lo, hi):
 
 @kernel(inline="always")
 def _range_bound(rows, block_max, block_size, lo_r, hi_r, skip_j, bound, blocks, p0s, p1s, b0s,
-                 b1s, w64, mult, cb):  # pragma: no cover - inlined  # fmt: skip
+                 b1s, mult, cb):  # pragma: no cover - inlined  # fmt: skip
     """The most the terms other than ``skip_j`` add to a row in ``[lo_r, hi_r]`` (fixed point).
 
     Per term, the largest maximum of its blocks overlapping the rows (block
@@ -621,19 +665,18 @@ def _range_bound(rows, block_max, block_size, lo_r, hi_r, skip_j, bound, blocks,
         while c < b1 and rows[min(p0 + (c - b0s[i] + 1) * block_size, p1) - 1] < lo_r:
             c += 1
         cb[i] = c
-        bm = np.float32(0.0)
+        bm = np.int64(0)
         while c < b1 and rows[p0 + (c - b0s[i]) * block_size] <= hi_r:
             if block_max[c] > bm:
-                bm = block_max[c]
+                bm = np.int64(block_max[c])
             c += 1
-        if bm > 0:
-            rest += _fixed(w64[i], bm) * mult[i]
+        rest += bm * mult[i]
     return rest
 
 
 @kernel
 def _exhaustive_one(
-    term_offsets, rows, impacts, idf, vocab, q_hashes, lo, hi, n, mask, k,
+    term_offsets, rows, weights, vocab, q_hashes, lo, hi, n, mask, k,
     acc, touched, hs, hr, out_rows, out_scores, stats,
 ):
     """Score every posting of every query term; write the best ``<= k`` rows (the reference).
@@ -643,14 +686,13 @@ def _exhaustive_one(
     the postings read pass ``n / 8`` top-k is one scan of ``acc`` instead.
     """
     nnz = rows.size
-    terms, mult = _query_terms(term_offsets, vocab, idf.size, nnz, q_hashes, lo, hi)
+    terms, mult = _query_terms(term_offsets, vocab, nnz, q_hashes, lo, hi)
     cap = touched.size
     nt = 0
     dense = False
     read = 0
     for j in range(terms.size):
         t = terms[j]
-        w = np.float64(idf[t])
         mu = mult[j]
         p0 = max(term_offsets[t], 0)
         p1 = min(term_offsets[t + 1], nnz)
@@ -663,27 +705,30 @@ def _exhaustive_one(
                 if s == 0 and not dense and nt < cap:
                     touched[nt] = r
                     nt += 1
-                acc[r] = s + _fixed(w, impacts[p]) * mu
+                acc[r] = s + weights[p] * mu
         read += p1 - p0
     use_mask = mask.size > 0
     size = 0
     if dense:
+        # rows in increasing order: a score equal to the heap's worst ranks after it
         for r in range(n):
             s = acc[r]
             if s == 0:
                 continue
             acc[r] = 0
-            if use_mask and not mask[r]:
+            f = _to_score(s)
+            if (size == k and f <= hs[0]) or (use_mask and not mask[r]):
                 continue
-            size = _heap_offer(hs, hr, size, k, _to_score(s), r)
+            size = _heap_offer(hs, hr, size, k, f, r)
     else:
         for j in range(nt):
             r = touched[j]
             s = acc[r]
             acc[r] = 0
-            if use_mask and not mask[r]:
+            f = _to_score(s)
+            if (size == k and f < hs[0]) or (use_mask and not mask[r]):
                 continue
-            size = _heap_offer(hs, hr, size, k, _to_score(s), r)
+            size = _heap_offer(hs, hr, size, k, f, r)
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
     stats[1] = read
@@ -691,8 +736,8 @@ def _exhaustive_one(
 
 @kernel
 def _pruned_one(
-    term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes, lo, hi, n,
-    mask, k, block_size, window, acc, bits, hs, hr, out_rows, out_scores, stats,
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes, lo, hi,
+    n, mask, k, block_size, window, acc, bits, hs, hr, out_rows, out_scores, stats,
 ):
     """Best ``<= k`` rows of one query by block-max MaxScore over row windows.
 
@@ -721,14 +766,13 @@ def _pruned_one(
     """
     nnz = rows.size
     nb = block_max.size
-    terms, mult = _query_terms(term_offsets, vocab, idf.size, nnz, q_hashes, lo, hi)
+    terms, mult = _query_terms(term_offsets, vocab, nnz, q_hashes, lo, hi)
     nq = terms.size
     p0s = np.empty(nq, dtype=np.int64)
     p1s = np.empty(nq, dtype=np.int64)
     b0s = np.empty(nq, dtype=np.int64)
     b1s = np.empty(nq, dtype=np.int64)
     blocks = np.empty(nq, dtype=np.bool_)
-    w64 = np.empty(nq, dtype=np.float64)
     pos = np.empty(nq, dtype=np.int64)
     bound = np.empty(nq, dtype=np.int64)
     order = np.empty(nq, dtype=np.int64)
@@ -743,7 +787,6 @@ def _pruned_one(
         p0s[j] = p0
         p1s[j] = p1
         pos[j] = p0
-        w64[j] = np.float64(idf[t])
         b0 = block_offsets[t]
         b1 = block_offsets[t + 1]
         b0s[j] = b0
@@ -780,17 +823,17 @@ def _pruned_one(
                 continue
             if blocks[j]:
                 b = b0s[j] + (p - p0s[j]) // block_size
-                bm = block_max[b]
+                bm = np.int64(block_max[b])
                 b += 1
                 q = p0s[j] + (b - b0s[j]) * block_size
                 while b < b1s[j] and q < p1s[j] and rows[q] < whi:
                     if block_max[b] > bm:
-                        bm = block_max[b]
+                        bm = np.int64(block_max[b])
                     b += 1
                     q += block_size
             else:
-                bm = np.float32(1.0)  # an impact never exceeds 1
-            bound[j] = _fixed(w64[j], bm) * mult[j]
+                bm = np.int64(max_weight[terms[j]])
+            bound[j] = bm * mult[j]
         # terms by bound, ascending (insertion sort: queries are short)
         for j in range(nq):
             i = j
@@ -815,11 +858,11 @@ def _pruned_one(
         # scores then lack this term, but cannot beat theta either)
         for i in range(nq):
             wpos[i] = pos[i]
+        single = ne == nq - 1
         for i in range(ne, nq):
             j = order[i]
             p = pos[j]
             e = p1s[j]
-            w = w64[j]
             mu = mult[j]
             p0 = p0s[j]
             skip = size == k and blocks[j]
@@ -832,24 +875,59 @@ def _pruned_one(
                     b = b0s[j] + (p - p0) // block_size
                     rest = _range_bound(
                         rows, block_max, block_size, rows[p], min(rows[bend - 1], whi - 1), j,
-                        bound, blocks, p0s, p1s, b0s, b1s, w64, mult, cb,
+                        bound, blocks, p0s, p1s, b0s, b1s, mult, cb,
                     )  # fmt: skip
-                    if _to_score(_fixed(w, block_max[b]) * mu + rest) <= theta:
+                    if _to_score(np.int64(block_max[b]) * mu + rest) <= theta:
                         if rows[bend - 1] < whi:
                             p = bend
                             continue
                         p = _gallop(rows, p, bend, whi)
                         break
                 start = p
-                while p < bend:
-                    r = rows[p]
-                    if r >= whi:
-                        break
-                    if r >= wlo:
-                        x = r - wlo
-                        acc[x] += _fixed(w, impacts[p]) * mu
-                        bits[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
-                    p += 1
+                if single:
+                    # one essential term: its rows come in order, complete each at once
+                    while p < bend:
+                        r = rows[p]
+                        if r >= whi:
+                            break
+                        if r >= wlo and (not use_mask or mask[r]):
+                            s = np.int64(weights[p]) * mu
+                            alive = True
+                            for ii in range(ne - 1, -1, -1):
+                                if size == k and _to_score(s + prefix[ii]) <= theta:
+                                    alive = False
+                                    break
+                                jj = order[ii]
+                                pp = pos[jj]
+                                ee = p1s[jj]
+                                if pp < ee and rows[pp] < r:
+                                    pp = _gallop(rows, pp, ee, r)
+                                    pos[jj] = pp
+                                if pp < ee and rows[pp] == r:
+                                    s += weights[pp] * mult[jj]
+                                    read += 1
+                            if alive:
+                                f = _to_score(s)
+                                if size < k:
+                                    size = _heap_push(hs, hr, size, f, r)
+                                    if size == k:
+                                        theta = hs[0]
+                                elif f > theta:
+                                    hs[0] = f
+                                    hr[0] = r
+                                    _sift_down(hs, hr, size, 0)
+                                    theta = hs[0]
+                        p += 1
+                else:
+                    while p < bend:
+                        r = rows[p]
+                        if r >= whi:
+                            break
+                        if r >= wlo:
+                            x = r - wlo
+                            acc[x] += weights[p] * mu
+                            bits[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+                        p += 1
                 read += p - start
                 if p < bend:
                     break  # reached the end of the window
@@ -874,27 +952,26 @@ def _pruned_one(
                     if size == k and _to_score(s + prefix[ii]) <= theta:
                         alive = False
                         break
-                    j = order[ii]
-                    p = pos[j]
-                    e = p1s[j]
-                    if p < e and rows[p] < r:
-                        p = _gallop(rows, p, e, r)
-                        pos[j] = p
-                    if p < e and rows[p] == r:
-                        s += _fixed(w64[j], impacts[p]) * mult[j]
+                    jj = order[ii]
+                    pp = pos[jj]
+                    ee = p1s[jj]
+                    if pp < ee and rows[pp] < r:
+                        pp = _gallop(rows, pp, ee, r)
+                        pos[jj] = pp
+                    if pp < ee and rows[pp] == r:
+                        s += weights[pp] * mult[jj]
                         read += 1
-                if not alive:
-                    continue
-                f = _to_score(s)
-                if size < k:
-                    size = _heap_push(hs, hr, size, f, r)
-                    if size == k:
+                if alive:
+                    f = _to_score(s)
+                    if size < k:
+                        size = _heap_push(hs, hr, size, f, r)
+                        if size == k:
+                            theta = hs[0]
+                    elif f > theta:
+                        hs[0] = f
+                        hr[0] = r
+                        _sift_down(hs, hr, size, 0)
                         theta = hs[0]
-                elif f > theta:
-                    hs[0] = f
-                    hr[0] = r
-                    _sift_down(hs, hr, size, 0)
-                    theta = hs[0]
         wlo = whi
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
@@ -903,8 +980,8 @@ def _pruned_one(
 
 @parallel_kernel
 def _search_parallel(
-    term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes, q_offsets, n,
-    mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
 ):
     """:func:`_pruned_one` for every query; query ``q`` goes to block ``q % n_blocks``."""
     m = q_offsets.size - 1
@@ -915,16 +992,16 @@ def _search_parallel(
         hr = np.empty(k, dtype=np.int32)
         for q in range(blk, m, n_blocks):
             _pruned_one(
-                term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes,
-                q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits,
+                term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
+                q_hashes, q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits,
                 hs, hr, out_rows[q], out_scores[q], stats[q],
             )
 
 
 @kernel
 def _search_serial(
-    term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes, q_offsets, n,
-    mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
 ):
     """Serial twin of :func:`_search_parallel` (small batches)."""
     m = q_offsets.size - 1
@@ -934,7 +1011,7 @@ def _search_serial(
     hr = np.empty(k, dtype=np.int32)
     for q in range(m):
         _pruned_one(
-            term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes,
+            term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
             q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits, hs, hr,
             out_rows[q], out_scores[q], stats[q],
         )
@@ -942,7 +1019,7 @@ def _search_serial(
 
 @parallel_kernel
 def _exhaustive_parallel(
-    term_offsets, rows, impacts, idf, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
+    term_offsets, rows, weights, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
     out_rows, out_scores, stats,
 ):
     """:func:`_exhaustive_one` for every query (parallel over blocks of queries)."""
@@ -954,7 +1031,7 @@ def _exhaustive_parallel(
         hr = np.empty(k, dtype=np.int32)
         for q in range(blk, m, n_blocks):
             _exhaustive_one(
-                term_offsets, rows, impacts, idf, vocab, q_hashes, q_offsets[q],
+                term_offsets, rows, weights, vocab, q_hashes, q_offsets[q],
                 q_offsets[q + 1], n, mask, k, acc, touched, hs, hr, out_rows[q], out_scores[q],
                 stats[q],
             )
@@ -962,7 +1039,7 @@ def _exhaustive_parallel(
 
 @kernel
 def _exhaustive_serial(
-    term_offsets, rows, impacts, idf, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
+    term_offsets, rows, weights, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
     out_rows, out_scores, stats,
 ):
     """Serial twin of :func:`_exhaustive_parallel`."""
@@ -973,7 +1050,7 @@ def _exhaustive_serial(
     hr = np.empty(k, dtype=np.int32)
     for q in range(m):
         _exhaustive_one(
-            term_offsets, rows, impacts, idf, vocab, q_hashes, q_offsets[q], q_offsets[q + 1], n,
+            term_offsets, rows, weights, vocab, q_hashes, q_offsets[q], q_offsets[q + 1], n,
             mask, k, acc, touched, hs, hr, out_rows[q], out_scores[q], stats[q],
         )
 
@@ -994,8 +1071,8 @@ METHODS = ("maxscore", "exhaustive")
 def search(
     term_offsets: np.ndarray,
     rows: np.ndarray,
-    impacts: np.ndarray,
-    idf: np.ndarray,
+    weights: np.ndarray,
+    max_weight: np.ndarray,
     block_offsets: np.ndarray,
     block_max: np.ndarray,
     vocab: np.ndarray,
@@ -1019,16 +1096,16 @@ def search(
         Postings offsets per term.
     rows : int32[nnz]
         Posting rows, increasing within a term.
-    impacts : float32[nnz]
-        Posting tf components (``<= 1``).
-    idf : float32[V]
-        Per-term idf.
+    weights : int32[nnz]
+        Posting weights (from :func:`weights`).
+    max_weight : int32[V]
+        Largest weight of every term (from :func:`term_maxima`).
     block_offsets : int64[V + 1]
         Term ``t`` owns blocks ``block_offsets[t]:block_offsets[t + 1]`` of
         ``block_max`` (from :func:`block_maxima`); a term whose block count
-        does not match its postings is searched with the bound 1 per impact.
-    block_max : float32[n_blocks]
-        Largest impact of every block of ``block_size`` postings.
+        does not match its postings is bounded by its ``max_weight``.
+    block_max : int32[n_blocks]
+        Largest weight of every block of ``block_size`` postings.
     vocab : uint64[V]
         Sorted token hashes.
     q_hashes : uint64[::1]
@@ -1066,11 +1143,11 @@ def search(
         Only with ``stats=True``.
     """
     arrays = (
-        term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes, q_offsets,
-        mask,
+        term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+        q_offsets, mask,
     )  # fmt: skip
-    (term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes, q_offsets,
-     mask) = frozen(*arrays)  # fmt: skip
+    (term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+     q_offsets, mask) = frozen(*arrays)  # fmt: skip
     m = q_offsets.size - 1
     out_rows = np.empty((m, k), dtype=np.int64)
     out_scores = np.empty((m, k), dtype=np.float32)
@@ -1081,15 +1158,15 @@ def search(
         if method == "exhaustive":
             fn = _exhaustive_serial if serial else _exhaustive_parallel
             fn(
-                term_offsets, rows, impacts, idf, vocab, q_hashes, q_offsets, n, mask, k, blocks,
+                term_offsets, rows, weights, vocab, q_hashes, q_offsets, n, mask, k, blocks,
                 out_rows, out_scores, out_stats,
             )  # fmt: skip
         else:
             fn = _search_serial if serial else _search_parallel
             fn(
-                term_offsets, rows, impacts, idf, block_offsets, block_max, vocab, q_hashes,
-                q_offsets, n, mask, k, int(block_size), int(window), blocks, out_rows, out_scores,
-                out_stats,
+                term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
+                q_hashes, q_offsets, n, mask, k, int(block_size), int(window), blocks, out_rows,
+                out_scores, out_stats,
             )  # fmt: skip
     if stats:
         return out_rows, out_scores, out_stats
@@ -1112,15 +1189,16 @@ def warmup() -> None:
     doc_len = np.diff(tok_offsets).astype(np.int32)
     remap = np.arange(vocab.size, dtype=np.int64)
     imp = impacts(rows, tfs, doc_len, 0.9, 0.4, 2.0)
-    max_impacts(term_offsets, imp)
-    block_offsets, block_max = block_maxima(term_offsets, imp, BLOCK_SIZE)
     idf = np.ones(vocab.size, dtype=np.float32)
+    wts = weights(term_offsets, imp, idf)
+    max_weight = term_maxima(term_offsets, wts)
+    block_offsets, block_max = block_maxima(term_offsets, wts, BLOCK_SIZE)
     merge_postings(term_offsets, rows, tfs, remap, pair_term, pair_tf, pair_offsets, 3, vocab.size)
     compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
     for method in METHODS:
         for mask in (np.zeros(0, dtype=np.bool_), np.ones(3, dtype=np.bool_)):
             for threads in (1, 2):
                 search(
-                    term_offsets, rows, imp, idf, block_offsets, block_max, vocab, hashes,
-                    tok_offsets, 3, 2, mask, threads, method=method,
+                    term_offsets, rows, wts, max_weight, block_offsets, block_max, vocab,
+                    hashes, tok_offsets, 3, 2, mask, threads, method=method,
                 )  # fmt: skip

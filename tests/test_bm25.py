@@ -345,9 +345,9 @@ def kernel_search(index, queries, k, mask, *, block_size, window, method, thread
     hashes = q if q is not None else np.zeros(0, np.uint64)
     offsets = np.zeros(len(queries) + 1, dtype=np.int64)
     np.cumsum([len(qq) for qq in queries], out=offsets[1:])
-    block_offsets, block_max = kernels.block_maxima(st.term_offsets, st.impacts, block_size)
+    block_offsets, block_max = kernels.block_maxima(st.term_offsets, st.weights, block_size)
     return kernels.search(
-        st.term_offsets, st.rows, st.impacts, st.idf, block_offsets, block_max, st.vocab,
+        st.term_offsets, st.rows, st.weights, st.max_weight, block_offsets, block_max, st.vocab,
         hashes, offsets, index.n_rows, min(k, index.n_rows), np.zeros(0, bool) if mask is None
         else mask, threads, block_size=block_size, method=method, window=window, stats=True,
     )  # fmt: skip
@@ -415,12 +415,26 @@ def test_pruning_skips_postings_and_keeps_results():
 def test_block_maxima_match_reference(tok, block_size):
     index = BM25Index.from_texts(TEXTS * 3, tok)
     st = index._state
-    offsets, maxima = kernels.block_maxima(st.term_offsets, st.impacts, block_size)
-    ref_offsets, ref_maxima = naive.block_maxima(st.term_offsets, st.impacts, block_size)
-    assert offsets.tolist() == ref_offsets
-    assert_allclose(maxima, ref_maxima, rtol=0, atol=0)
+    offsets, maxima = kernels.block_maxima(st.term_offsets, st.weights, block_size)
+    ref_offsets, ref_maxima = naive.block_maxima(st.term_offsets, st.weights, block_size)
+    assert offsets.tolist() == ref_offsets and maxima.tolist() == ref_maxima
+    assert kernels.term_maxima(st.term_offsets, st.weights).tolist() == [
+        max(st.weights[a:b]) for a, b in zip(st.term_offsets[:-1], st.term_offsets[1:])
+    ]
     if block_size == kernels.BLOCK_SIZE:
         assert np.array_equal(st.block_offsets, offsets) and np.array_equal(st.block_max, maxima)
+        assert np.array_equal(st.max_weight, kernels.term_maxima(st.term_offsets, st.weights))
+
+
+def test_weights_are_fixed_point_scores(tok):
+    """Every weight is ceil(idf * impact * 2**26): within 2**-26 of the posting's share."""
+    index = BM25Index.from_texts(TEXTS, tok)
+    st = index._state
+    imp = kernels.impacts(st.rows, st.tfs, st.doc_len, index.k1, index.b, index.avgdl)
+    term = np.repeat(np.arange(st.idf.size), np.diff(st.term_offsets))
+    exact = st.idf[term].astype(np.float64) * imp.astype(np.float64) * kernels.WEIGHT_SCALE
+    assert np.array_equal(st.weights, np.ceil(exact).astype(np.int32))
+    assert st.weights.dtype == np.int32 and (st.weights >= 1).all()
 
 
 def test_method_is_validated(tok):
@@ -436,17 +450,19 @@ def write_v1(path, index: BM25Index) -> None:
 
     from fastrag.index import keyword
 
-    names = [name for name, _ in keyword._COLUMNS[: keyword._V1_COLUMNS]]
+    st = index._state
+    imp = kernels.impacts(st.rows, st.tfs, st.doc_len, index.k1, index.b, index.avgdl or 1.0)
+    v1 = [st.vocab, st.term_offsets, st.rows, st.tfs, imp, st.idf, st.doc_len,
+          kernels.term_maxima(st.term_offsets, imp)]  # fmt: skip
     meta = {
         "format": keyword.FORMAT, "version": 1, "k1": index.k1, "b": index.b,
         "n_rows": index.n_rows, "avgdl": index.avgdl, "tokenizer": index.tokenizer.config(),
     }  # fmt: skip
     columns = [
         pa.LargeListArray.from_arrays(
-            pa.array(np.array([0, len(index._state[i])], np.int64)),
-            pa.array(index._state[i], type=keyword._COLUMNS[i][1]),
+            pa.array(np.array([0, len(a)], np.int64)), pa.array(a, type=typ)
         )
-        for i in range(len(names))
+        for a, (_, typ) in zip(v1, keyword._V1_COLUMNS, strict=True)
     ]
     schema = keyword._SCHEMAS[1].with_metadata({b"fastrag": orjson.dumps(meta)})
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
@@ -468,6 +484,7 @@ def test_version1_file_loads_and_is_upgraded_on_save(tmp_path, tok):
     again = BM25Index.load(path)
     assert not again.upgraded
     assert not again._state.block_max.flags.owndata  # mapped, not recomputed
+    assert not again._state.weights.flags.owndata
 
 
 def test_inconsistent_block_maxima_are_refused(tmp_path, tok):

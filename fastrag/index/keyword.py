@@ -1,7 +1,8 @@
 """BM25 lexical search over chunk texts (Lucene's BM25, Okapi ``k1``/``b``).
 
 :class:`BM25Index` keeps term-major postings (term -> rows, term frequencies
-and precomputed tf components), document lengths and per-term idf::
+and each posting's weight, its share of a score), document lengths and
+per-term idf::
 
     idf(t)      = log(1 + (N - df + 0.5) / (df + 0.5))
     score(q, d) = sum over query tokens t:
@@ -9,9 +10,17 @@ and precomputed tf components), document lengths and per-term idf::
 
 which is Lucene's ``BM25Similarity`` (since Lucene 8, without the constant
 factor ``k1 + 1`` of the textbook formula: the ranking is the same) and
-bm25s ``method="lucene"``; scores match bm25s to float32 precision. ``N``
-counts every row, including rows without a token; ``dl`` is a row's token
-count after stop-word removal. A query token that occurs twice counts twice.
+bm25s ``method="lucene"``; scores match bm25s to float32 precision (weights
+are fixed point, within ``2**-26`` of each term's share: see
+:mod:`fastrag._native.bm25`). ``N`` counts every row, including rows without
+a token; ``dl`` is a row's token count after stop-word removal. A query
+token that occurs twice counts twice.
+
+Search prunes: block-max MaxScore skips the postings that cannot change the
+top ``k``, with the largest weight of every term and of every block of
+:data:`BLOCK_SIZE` postings stored with the index; the results (rows and
+scores) are exactly those of scoring every posting
+(``search(..., method="exhaustive")``, the reference).
 
 Rows are the store's global row numbers ``0..n-1``. :meth:`BM25Index.add`
 appends rows; the merged postings and the recomputed statistics (``N``,
@@ -61,11 +70,24 @@ re-blocked on load)."""
 
 FORMAT = "fastrag-bm25"
 FORMAT_VERSION = 2
-"""Version 2 adds the block maxima (``block_offsets``, ``block_max``); version 1
-files still load: their block maxima are computed on load, and the next save
-writes version 2."""
+"""Version 2 stores the postings' fixed-point weights and their per-term and
+per-block maxima (for pruning) in place of version 1's float32 impacts;
+version 1 files still load (what they lack is computed on load) and the next
+save writes version 2."""
 
 _COLUMNS = (
+    ("vocab", pa.uint64()),
+    ("term_offsets", pa.int64()),
+    ("rows", pa.int32()),
+    ("tfs", pa.int32()),
+    ("weights", pa.int32()),
+    ("idf", pa.float32()),
+    ("doc_len", pa.int32()),
+    ("max_weight", pa.int32()),
+    ("block_offsets", pa.int64()),
+    ("block_max", pa.int32()),
+)
+_V1_COLUMNS = (
     ("vocab", pa.uint64()),
     ("term_offsets", pa.int64()),
     ("rows", pa.int32()),
@@ -74,10 +96,7 @@ _COLUMNS = (
     ("idf", pa.float32()),
     ("doc_len", pa.int32()),
     ("max_impact", pa.float32()),
-    ("block_offsets", pa.int64()),
-    ("block_max", pa.float32()),
 )
-_V1_COLUMNS = 8  # version 1 files hold the first eight columns
 
 
 def _schema(columns: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
@@ -85,7 +104,7 @@ def _schema(columns: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
 
 
 _SCHEMA = _schema(_COLUMNS)
-_SCHEMAS = {1: _schema(_COLUMNS[:_V1_COLUMNS]), FORMAT_VERSION: _SCHEMA}
+_SCHEMAS = {1: _schema(_V1_COLUMNS), FORMAT_VERSION: _SCHEMA}
 _MAX_ROWS = 2**31 - 1
 _NO_MASK = np.zeros(0, dtype=np.bool_)
 
@@ -106,12 +125,12 @@ class _Arrays(NamedTuple):
     term_offsets: np.ndarray  # int64[V + 1]
     rows: np.ndarray  # int32[nnz]
     tfs: np.ndarray  # int32[nnz]
-    impacts: np.ndarray  # float32[nnz]
+    weights: np.ndarray  # int32[nnz], ceil(idf * impact * 2**26)
     idf: np.ndarray  # float32[V]
     doc_len: np.ndarray  # int32[n]
-    max_impact: np.ndarray  # float32[V]
+    max_weight: np.ndarray  # int32[V], largest weight per term
     block_offsets: np.ndarray  # int64[V + 1], blocks of block_max per term
-    block_max: np.ndarray  # float32[n_blocks], largest impact per BLOCK_SIZE postings
+    block_max: np.ndarray  # int32[n_blocks], largest weight per BLOCK_SIZE postings
 
 
 class BM25Index:
@@ -157,7 +176,7 @@ class BM25Index:
             np.zeros(0, np.int32),
             np.zeros(0, np.int32),
             np.zeros(0, np.int32),
-            impacts=np.zeros(0, np.float32),
+            weights=np.zeros(0, np.int32),
             idf=np.zeros(0, np.float32),
         )
 
@@ -170,27 +189,29 @@ class BM25Index:
         tfs: np.ndarray,
         doc_len: np.ndarray,
         *,
-        impacts: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
         idf: np.ndarray | None = None,
-        max_impact: np.ndarray | None = None,
+        max_weight: np.ndarray | None = None,
         block_offsets: np.ndarray | None = None,
         block_max: np.ndarray | None = None,
     ) -> None:
-        """Install new arrays (computing impacts, idf and the bounds unless given) in one swap."""
+        """Install new arrays (computing idf, weights and their maxima unless given) in one swap."""
         n = int(doc_len.size)
         total = int(doc_len.sum(dtype=np.int64))
         avgdl = total / n if n else 0.0
-        if impacts is None:
-            impacts = _kernels.impacts(rows, tfs, doc_len, self.k1, self.b, avgdl or 1.0)
-        if idf is None:
+        if weights is None or idf is None:
             df = np.diff(term_offsets).astype(np.float64)
             idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-        if max_impact is None:
-            max_impact = _kernels.max_impacts(term_offsets, impacts)
+            impacts = _kernels.impacts(rows, tfs, doc_len, self.k1, self.b, avgdl or 1.0)
+            weights = _kernels.weights(term_offsets, impacts, idf)
+            del impacts
+            max_weight = block_offsets = block_max = None
+        if max_weight is None:
+            max_weight = _kernels.term_maxima(term_offsets, weights)
         if block_offsets is None or block_max is None:
-            block_offsets, block_max = _kernels.block_maxima(term_offsets, impacts, BLOCK_SIZE)
+            block_offsets, block_max = _kernels.block_maxima(term_offsets, weights, BLOCK_SIZE)
         state = _Arrays(
-            vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact, block_offsets,
+            vocab, term_offsets, rows, tfs, weights, idf, doc_len, max_weight, block_offsets,
             block_max,
         )  # fmt: skip
         for a in state:
@@ -678,7 +699,7 @@ class BM25Index:
             )
         mask_arr = _NO_MASK if mask is None else self._check_mask(mask, "mask")
         return _kernels.search(  # type: ignore[return-value]
-            state.term_offsets, state.rows, state.impacts, state.idf, state.block_offsets,
+            state.term_offsets, state.rows, state.weights, state.max_weight, state.block_offsets,
             state.block_max, state.vocab, hashes, offsets, n, kk, mask_arr, n_threads,
             block_size=BLOCK_SIZE, method=method, stats=True,
         )  # fmt: skip
@@ -811,15 +832,15 @@ class BM25Index:
             raise StoreCorruptedError(f"{path}: file is missing") from exc
         except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
             raise StoreCorruptedError(f"{path}: cannot be read as a BM25 index: {exc}") from exc
-        vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact = arrays[:_V1_COLUMNS]
+        vocab, term_offsets, rows, tfs, weights, idf, doc_len, max_weight = arrays[:8]
         v = vocab.size
         nnz = rows.size
         ok = (
             term_offsets.size == v + 1
             and idf.size == v
-            and max_impact.size == v
+            and max_weight.size == v
             and tfs.size == nnz
-            and impacts.size == nnz
+            and weights.size == nnz
             and doc_len.size == meta.get("n_rows")
             and term_offsets[0] == 0
             and term_offsets[-1] == nnz
@@ -828,9 +849,13 @@ class BM25Index:
         )
         if not ok:
             raise StoreCorruptedError(f"{path}: inconsistent array sizes or offsets: corrupt")
-        block_offsets = block_max = None
-        if len(arrays) > _V1_COLUMNS and meta.get("block_size") == BLOCK_SIZE:
-            block_offsets, block_max = arrays[_V1_COLUMNS:]
+        if version == 1:
+            # float32 impacts: the weights and their maxima are computed here
+            index._set(vocab, term_offsets, rows, tfs, doc_len)
+            index.upgraded = True
+            return index
+        block_offsets, block_max = arrays[8:]
+        if meta.get("block_size") == BLOCK_SIZE:
             blocks = (np.diff(term_offsets) + BLOCK_SIZE - 1) // BLOCK_SIZE
             if not (
                 block_offsets.size == v + 1
@@ -839,11 +864,13 @@ class BM25Index:
                 and np.array_equal(np.diff(block_offsets), blocks)
             ):
                 raise StoreCorruptedError(f"{path}: inconsistent block maxima: corrupt")
+        else:
+            block_offsets = block_max = None  # blocked otherwise: re-blocked here
         index._set(
-            vocab, term_offsets, rows, tfs, doc_len, impacts=impacts, idf=idf,
-            max_impact=max_impact, block_offsets=block_offsets, block_max=block_max,
+            vocab, term_offsets, rows, tfs, doc_len, weights=weights, idf=idf,
+            max_weight=max_weight, block_offsets=block_offsets, block_max=block_max,
         )  # fmt: skip
-        index.upgraded = block_max is None  # older version or block size: computed here
+        index.upgraded = block_max is None
         return index
 
 
