@@ -642,38 +642,6 @@ def _query_terms(term_offsets, vocab, nnz, q_hashes, lo, hi):
     return terms[:nq], mult[:nq]
 
 
-@kernel(inline="always")
-def _range_bound(rows, block_max, block_size, lo_r, hi_r, skip_j, bound, blocks, p0s, p1s, b0s,
-                 b1s, mult, cb):  # pragma: no cover - inlined  # fmt: skip
-    """The most the terms other than ``skip_j`` add to a row in ``[lo_r, hi_r]`` (fixed point).
-
-    Per term, the largest maximum of its blocks overlapping the rows (block
-    cursors ``cb`` move forward only: ``lo_r`` never decreases); a term
-    without block maxima counts its window bound ``bound``.
-    """
-    rest = np.int64(0)
-    for i in range(bound.size):
-        if i == skip_j or bound[i] == 0:
-            continue
-        if not blocks[i]:
-            rest += bound[i]
-            continue
-        p0 = p0s[i]
-        p1 = p1s[i]
-        b1 = b1s[i]
-        c = cb[i]
-        while c < b1 and rows[min(p0 + (c - b0s[i] + 1) * block_size, p1) - 1] < lo_r:
-            c += 1
-        cb[i] = c
-        bm = np.int64(0)
-        while c < b1 and rows[p0 + (c - b0s[i]) * block_size] <= hi_r:
-            if block_max[c] > bm:
-                bm = np.int64(block_max[c])
-            c += 1
-        rest += bm * mult[i]
-    return rest
-
-
 @kernel
 def _exhaustive_one(
     term_offsets, rows, weights, vocab, q_hashes, lo, hi, n, mask, k,
@@ -777,8 +745,6 @@ def _pruned_one(
     bound = np.empty(nq, dtype=np.int64)
     order = np.empty(nq, dtype=np.int64)
     prefix = np.empty(nq, dtype=np.int64)
-    wpos = np.empty(nq, dtype=np.int64)
-    cb = np.empty(nq, dtype=np.int64)
     total = 0
     for j in range(nq):
         t = terms[j]
@@ -853,11 +819,12 @@ def _pruned_one(
             wlo = whi  # no row of this window can enter the top k
             continue
         # essential terms, term-at-a-time over the window, block by block: a
-        # block whose maximum plus the other terms' bounds cannot beat theta
-        # is skipped (its rows may still be reached by another term: their
-        # scores then lack this term, but cannot beat theta either)
-        for i in range(nq):
-            wpos[i] = pos[i]
+        # block whose maximum plus the other terms' window bounds cannot beat
+        # theta is skipped (its rows may still be reached by another term:
+        # their scores then lack this term, but cannot beat theta either).
+        # (Bounding the other terms by their blocks over the same rows skips
+        # more postings but was measured slower: 0.98 ms against 0.57 ms a
+        # question, 1M synthetic documents.)
         single = ne == nq - 1
         for i in range(ne, nq):
             j = order[i]
@@ -866,17 +833,11 @@ def _pruned_one(
             mu = mult[j]
             p0 = p0s[j]
             skip = size == k and blocks[j]
-            if skip:
-                for ii in range(nq):
-                    cb[ii] = b0s[ii] + (wpos[ii] - p0s[ii]) // block_size
+            rest = run - bound[j]
             while p < e:
                 bend = min(p0 + ((p - p0) // block_size + 1) * block_size, e)
                 if skip:
                     b = b0s[j] + (p - p0) // block_size
-                    rest = _range_bound(
-                        rows, block_max, block_size, rows[p], min(rows[bend - 1], whi - 1), j,
-                        bound, blocks, p0s, p1s, b0s, b1s, mult, cb,
-                    )  # fmt: skip
                     if _to_score(np.int64(block_max[b]) * mu + rest) <= theta:
                         if rows[bend - 1] < whi:
                             p = bend

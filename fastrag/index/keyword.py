@@ -555,8 +555,10 @@ class BM25Index:
         else:
             data, offsets = as_utf8(questions)
         if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:  # serial kernels: no thread setting
-            resolve_threads(threads)
-            tokens = self.tokenizer._tokenize(data, offsets)
+            # a few questions: tokenised on one thread (a two-thread region for a
+            # few bytes costs milliseconds on a busy machine)
+            with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
+                tokens = self.tokenizer._tokenize(data, offsets)
             return self._search(tokens.hashes, tokens.offsets, k, mask, 1, method)[:2]
         with _threads(threads) as n_threads:
             tokens = self.tokenizer._tokenize(data, offsets)
