@@ -493,6 +493,26 @@ def _to_score(s):  # pragma: no cover - inlined
     return np.float32(np.float64(s) * 1.4901161193847656e-08)
 
 
+@kernel
+def _limit(theta):
+    """The largest fixed-point sum whose float32 score is ``<= theta`` (a finite theta >= 0).
+
+    ``_to_score`` rounds monotonically, so ``_to_score(s) <= theta`` exactly
+    when ``s <= _limit(theta)``: the integer comparisons of the pruned search.
+    """
+    x = np.int64(np.float64(theta) * 67108864.0)
+    span = np.int64(np.float64(theta) * 8.0) + 2  # > one float32 ulp of theta, in 2**-26
+    lo = max(x - span, np.int64(-1))  # _to_score(lo) <= theta (or lo = -1)
+    hi = x + span  # _to_score(hi) > theta
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if _to_score(mid) <= theta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 @kernel(inline="always")
 def _find(vocab, h):  # pragma: no cover - inlined
     """Position of ``h`` in the sorted ``vocab``, or -1."""
@@ -763,6 +783,7 @@ def _pruned_one(
     use_mask = mask.size > 0
     size = 0
     theta = np.float32(-np.inf)
+    lim = np.int64(-1)  # _limit(theta) once the heap is full
     read = 0
     wlo = 0
     while True:
@@ -813,7 +834,7 @@ def _pruned_one(
             prefix[i] = run
         ne = 0
         if size == k:
-            while ne < nq and _to_score(prefix[ne]) <= theta:
+            while ne < nq and prefix[ne] <= lim:
                 ne += 1
         if ne == nq:
             wlo = whi  # no row of this window can enter the top k
@@ -838,7 +859,7 @@ def _pruned_one(
                 bend = min(p0 + ((p - p0) // block_size + 1) * block_size, e)
                 if skip:
                     b = b0s[j] + (p - p0) // block_size
-                    if _to_score(np.int64(block_max[b]) * mu + rest) <= theta:
+                    if np.int64(block_max[b]) * mu + rest <= lim:
                         if rows[bend - 1] < whi:
                             p = bend
                             continue
@@ -855,7 +876,7 @@ def _pruned_one(
                             s = np.int64(weights[p]) * mu
                             alive = True
                             for ii in range(ne - 1, -1, -1):
-                                if size == k and _to_score(s + prefix[ii]) <= theta:
+                                if size == k and s + prefix[ii] <= lim:
                                     alive = False
                                     break
                                 jj = order[ii]
@@ -868,16 +889,17 @@ def _pruned_one(
                                     s += weights[pp] * mult[jj]
                                     read += 1
                             if alive:
-                                f = _to_score(s)
                                 if size < k:
-                                    size = _heap_push(hs, hr, size, f, r)
+                                    size = _heap_push(hs, hr, size, _to_score(s), r)
                                     if size == k:
                                         theta = hs[0]
-                                elif f > theta:
-                                    hs[0] = f
+                                        lim = _limit(theta)
+                                elif s > lim:
+                                    hs[0] = _to_score(s)
                                     hr[0] = r
                                     _sift_down(hs, hr, size, 0)
                                     theta = hs[0]
+                                    lim = _limit(theta)
                         p += 1
                 else:
                     while p < bend:
@@ -910,7 +932,7 @@ def _pruned_one(
                     continue
                 alive = True
                 for ii in range(ne - 1, -1, -1):
-                    if size == k and _to_score(s + prefix[ii]) <= theta:
+                    if size == k and s + prefix[ii] <= lim:
                         alive = False
                         break
                     jj = order[ii]
@@ -923,16 +945,17 @@ def _pruned_one(
                         s += weights[pp] * mult[jj]
                         read += 1
                 if alive:
-                    f = _to_score(s)
                     if size < k:
-                        size = _heap_push(hs, hr, size, f, r)
+                        size = _heap_push(hs, hr, size, _to_score(s), r)
                         if size == k:
                             theta = hs[0]
-                    elif f > theta:
-                        hs[0] = f
+                            lim = _limit(theta)
+                    elif s > lim:
+                        hs[0] = _to_score(s)
                         hr[0] = r
                         _sift_down(hs, hr, size, 0)
                         theta = hs[0]
+                        lim = _limit(theta)
         wlo = whi
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
