@@ -1179,10 +1179,13 @@ def warmup() -> None:
     block_offsets, block_max = block_maxima(term_offsets, wts, BLOCK_SIZE)
     merge_postings(term_offsets, rows, tfs, remap, pair_term, pair_tf, pair_offsets, 3, vocab.size)
     compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
+    # PARALLEL_MIN_QUERIES questions: the parallel drivers are compiled too
+    q_offsets = np.minimum(np.arange(PARALLEL_MIN_QUERIES + 1), hashes.size).astype(np.int64)
+    q_offsets[-1] = hashes.size
     for method in METHODS:
         for mask in (np.zeros(0, dtype=np.bool_), np.ones(3, dtype=np.bool_)):
             for threads in (1, 2):
                 search(
                     term_offsets, rows, wts, max_weight, block_offsets, block_max, vocab,
-                    hashes, tok_offsets, 3, 2, mask, threads, method=method,
+                    hashes, q_offsets, 3, 2, mask, threads, method=method,
                 )  # fmt: skip
