@@ -738,11 +738,15 @@ def _pruned_one(
     *non-essential*: a row matching only those terms cannot enter the top
     ``k``. A window with no essential term is skipped without reading a
     posting. The essential terms are scored term-at-a-time into ``acc``
-    (``window`` entries, fixed point; ``bits`` flags the rows reached, one
-    bit each, so they come out in row order); each row they reach is then completed
-    with the non-essential terms, largest bound first, by galloping search in
-    their postings, and dropped as soon as its score plus the bounds left
-    cannot beat ``theta``.
+    (``window`` entries; ``bits`` flags the rows reached, one bit each, so
+    they come out in row order), block by block: a block whose maximum plus
+    the other terms' window bounds cannot beat ``theta`` is skipped. Each
+    row reached is then completed with the non-essential terms, largest
+    bound first, by galloping search in their postings, and dropped as soon
+    as its score plus the bounds left cannot beat ``theta``. With a single
+    essential term its rows already come in order: each is completed as it
+    is read, without ``acc``. Bounds are compared as integers with ``lim``,
+    the largest sum whose float32 score does not beat ``theta``.
 
     Every row that could enter the top ``k`` is scored in full, with the
     fixed-point sum of the exhaustive kernel, so the result is exactly
