@@ -52,6 +52,7 @@ __all__ = [
     "doc_terms",
     "impacts",
     "merge_postings",
+    "query_weights",
     "term_maxima",
     "search",
     "transpose",
@@ -1043,6 +1044,47 @@ def _exhaustive_serial(
         )
 
 
+@kernel
+def _query_weights_pass(vocab, idf, q_hashes, q_offsets, out):
+    """``out[q]`` = the sum of the idf of query ``q``'s known tokens (float64, then float32)."""
+    for q in range(q_offsets.size - 1):
+        total = 0.0
+        for j in range(q_offsets[q], q_offsets[q + 1]):
+            t = _find(vocab, q_hashes[j])
+            if t >= 0 and t < idf.size:
+                total += np.float64(idf[t])
+        out[q] = np.float32(total)
+
+
+def query_weights(
+    vocab: np.ndarray, idf: np.ndarray, q_hashes: np.ndarray, q_offsets: np.ndarray
+) -> np.ndarray:
+    """Return every query's highest possible score: the sum of its known tokens' idf.
+
+    Parameters
+    ----------
+    vocab : uint64[V]
+        Sorted token hashes.
+    idf : float32[V]
+        Per-term idf.
+    q_hashes : uint64[::1]
+        Query token hashes, query after query (a repeated token counts again,
+        an unknown one counts 0).
+    q_offsets : int64[m + 1]
+        Query ``q`` has tokens ``q_hashes[q_offsets[q]:q_offsets[q + 1]]``.
+
+    Returns
+    -------
+    float32[m]
+        The sums, accumulated in float64.
+    """
+    vocab, idf, q_hashes, q_offsets = frozen(vocab, idf, q_hashes, q_offsets)
+    out = np.zeros(q_offsets.size - 1, dtype=np.float32)
+    if out.size:
+        _query_weights_pass(vocab, idf, q_hashes, q_offsets, out)
+    return out
+
+
 PARALLEL_MIN_QUERIES = 4
 """Below this many queries :func:`search` runs serially."""
 
@@ -1183,6 +1225,7 @@ def warmup() -> None:
     block_offsets, block_max = block_maxima(term_offsets, wts, BLOCK_SIZE)
     merge_postings(term_offsets, rows, tfs, remap, pair_term, pair_tf, pair_offsets, 3, vocab.size)
     compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
+    query_weights(vocab, idf, hashes, tok_offsets)
     # PARALLEL_MIN_QUERIES questions: the parallel drivers are compiled too
     q_offsets = np.minimum(np.arange(PARALLEL_MIN_QUERIES + 1), hashes.size).astype(np.int64)
     q_offsets[-1] = hashes.size

@@ -537,3 +537,20 @@ def test_knowledge_base_with_version1_indexes_is_upgraded(tmp_path, capsys):
     assert [h.chunk_id for h in new.retrieve("annual leave days", k=5, mode="keyword")] == hits
     assert main(["upgrade", str(root)]) == 0
     assert "already" in capsys.readouterr().out
+
+
+@settings(max_examples=40 if not JIT_DISABLED else 8, deadline=None)
+@given(
+    docs=docs_strategy,
+    queries=st.lists(st.lists(st.sampled_from(WORDS + ["unknown"]), max_size=5), max_size=5),
+)
+def test_query_weights_match_reference(docs, queries):
+    tok = Tokenizer(stopwords=None)
+    texts = [" ".join(d) for d in docs]
+    index = BM25Index.from_tokens(tok.tokenize(texts), tok)
+    q_texts = [" ".join(q) for q in queries]
+    got = [float(index.query_weights(tok.tokenize([q]))[0]) for q in q_texts]
+    want = naive.query_weights(tok.token_strings(texts), tok.token_strings(q_texts))
+    assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    batch = tok.tokenize(q_texts)
+    assert_allclose(index.query_weights(batch), got, rtol=0, atol=0)

@@ -665,16 +665,9 @@ class BM25Index:
         numpy.ndarray
             float32, one weight per query (0 for a query with no known token).
         """
-        vocab, idf = self._state.vocab, self._state.idf
-        hashes, offsets = tokens.hashes, tokens.offsets
-        m = offsets.size - 1
-        if vocab.size == 0 or hashes.size == 0:
-            return np.zeros(m, dtype=np.float32)
-        pos = np.minimum(np.searchsorted(vocab, hashes), vocab.size - 1)
-        weight = np.where(vocab[pos] == hashes, idf[pos], np.float32(0.0)).astype(np.float64)
-        sums = np.add.reduceat(np.append(weight, 0.0), offsets[:-1]) if m else np.zeros(0)
-        sums[offsets[1:] == offsets[:-1]] = 0.0  # reduceat repeats a value for empty queries
-        return sums.astype(np.float32)
+        state = self._state
+        tokens = _check_tokens(tokens)
+        return _kernels.query_weights(state.vocab, state.idf, tokens.hashes, tokens.offsets)
 
     def _search(
         self,

@@ -68,3 +68,16 @@ def block_maxima(
             maxima.append(max(float(x) for x in impacts[start : min(start + block_size, hi)]))
         offsets.append(len(maxima))
     return offsets, maxima
+
+
+def query_weights(
+    docs: Sequence[Sequence[Hashable]], queries: Sequence[Sequence[Hashable]]
+) -> list[float]:
+    """The sum of the idf of every query's known tokens (a repeated token counts again)."""
+    n = len(docs)
+    df: Counter = Counter()
+    for d in docs:
+        df.update(set(d))
+    return [
+        sum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in q if t in df) for q in queries
+    ]
