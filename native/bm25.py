@@ -514,6 +514,22 @@ def _limit(theta):
     return lo
 
 
+@kernel
+def _limit_below(theta):
+    """The largest fixed-point sum whose float32 score is ``< theta`` (a finite theta >= 0)."""
+    x = np.int64(np.float64(theta) * 67108864.0)
+    span = np.int64(np.float64(theta) * 8.0) + 2
+    lo = max(x - span, np.int64(-1))
+    hi = x + span
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if _to_score(mid) < theta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 @kernel(inline="always")
 def _find(vocab, h):  # pragma: no cover - inlined
     """Position of ``h`` in the sorted ``vocab``, or -1."""
@@ -575,6 +591,15 @@ def _heap_push(hs, hr, size, s, r):
     hs[pos] = s
     hr[pos] = r
     return size + 1
+
+
+@kernel(inline="always")
+def _in_heap(hr, size, r):  # pragma: no cover - inlined
+    """Whether row ``r`` is among the ``size`` rows of the heap."""
+    for i in range(size):
+        if hr[i] == r:
+            return True
+    return False
 
 
 @kernel
@@ -756,6 +781,13 @@ def _pruned_one(
     equal to ``theta`` prunes. Masked rows are never candidates and never
     raise ``theta``. ``acc`` is all zeros on entry and on exit.
     ``stats`` receives the postings read and the postings of the query terms.
+
+    Before the first window the heap is seeded with the rows of the terms
+    with the fewest postings (up to ``max(4 k, window / 16)`` rows), scored
+    in full by binary search in every term's postings: ``theta`` is high
+    from the start. The heap then holds rows beyond the one being read, so
+    limits become strict (a row scoring exactly ``theta`` may still enter
+    by its lower row) and a seed row is not offered twice.
     """
     nnz = rows.size
     nb = block_max.size
@@ -790,6 +822,41 @@ def _pruned_one(
     theta = np.float32(-np.inf)
     lim = np.int64(-1)  # _limit(theta) once the heap is full
     read = 0
+    # Seed the heap with the rows of the rarest term, scored in full: theta is
+    # high from the first window. The heap then holds rows beyond the one being
+    # read, so a row scoring exactly theta may still enter: limits become
+    # strict (_limit_below) and a row is offered once only.
+    seeded = False
+    if nq > 1:
+        budget = max(4 * k, window // 16)  # seed rows, at most
+        for j in range(nq):
+            order[j] = j
+        for j in range(1, nq):  # terms by postings, fewest first
+            i = j
+            while i > 0 and p1s[order[i - 1]] - p0s[order[i - 1]] > p1s[j] - p0s[j]:
+                order[i] = order[i - 1]
+                i -= 1
+            order[i] = j
+        for i in range(nq):
+            jr = order[i]
+            if p1s[jr] - p0s[jr] > budget or (i > 0 and size == k):
+                break
+            budget -= p1s[jr] - p0s[jr]
+            seeded = True
+            for p in range(p0s[jr], p1s[jr]):
+                r = rows[p]
+                if r < 0 or r >= n or (use_mask and not mask[r]) or _in_heap(hr, size, r):
+                    continue
+                s = np.int64(0)
+                for j in range(nq):
+                    q = _gallop(rows, p0s[j], p1s[j], r)
+                    if q < p1s[j] and rows[q] == r:
+                        s += weights[q] * mult[j]
+                        read += 1
+                size = _heap_offer(hs, hr, size, k, _to_score(s), r)
+        if size == k:
+            theta = hs[0]
+            lim = _limit_below(theta)
     wlo = 0
     while True:
         # move every cursor to its first row >= wlo; the window starts at the lowest
@@ -894,17 +961,19 @@ def _pruned_one(
                                     s += weights[pp] * mult[jj]
                                     read += 1
                             if alive:
-                                if size < k:
+                                if seeded and (size < k or s > lim) and _in_heap(hr, size, r):
+                                    pass  # a seed, offered already
+                                elif size < k:
                                     size = _heap_push(hs, hr, size, _to_score(s), r)
                                     if size == k:
                                         theta = hs[0]
-                                        lim = _limit(theta)
-                                elif s > lim:
+                                        lim = _limit_below(theta) if seeded else _limit(theta)
+                                elif s > lim and (not seeded or _worse(hs[0], hr[0], _to_score(s), r)):
                                     hs[0] = _to_score(s)
                                     hr[0] = r
                                     _sift_down(hs, hr, size, 0)
                                     theta = hs[0]
-                                    lim = _limit(theta)
+                                    lim = _limit_below(theta) if seeded else _limit(theta)
                         p += 1
                 else:
                     while p < bend:
@@ -950,17 +1019,19 @@ def _pruned_one(
                         s += weights[pp] * mult[jj]
                         read += 1
                 if alive:
-                    if size < k:
+                    if seeded and (size < k or s > lim) and _in_heap(hr, size, r):
+                        pass  # a seed, offered already
+                    elif size < k:
                         size = _heap_push(hs, hr, size, _to_score(s), r)
                         if size == k:
                             theta = hs[0]
-                            lim = _limit(theta)
-                    elif s > lim:
+                            lim = _limit_below(theta) if seeded else _limit(theta)
+                    elif s > lim and (not seeded or _worse(hs[0], hr[0], _to_score(s), r)):
                         hs[0] = _to_score(s)
                         hr[0] = r
                         _sift_down(hs, hr, size, 0)
                         theta = hs[0]
-                        lim = _limit(theta)
+                        lim = _limit_below(theta) if seeded else _limit(theta)
         wlo = whi
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
@@ -1160,7 +1231,9 @@ def search(
         Rows per window of the pruned search.
     stats : bool, default False
         Also return, per query, the postings read and the postings of its
-        terms (int64 ``(m, 2)``).
+        terms (int64 ``(m, 2)``). The postings read include those that
+        scored the seed rows in full, so on a tiny index they can outnumber
+        the query's postings.
 
     Returns
     -------

