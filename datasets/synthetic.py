@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["mixed_documents", "mixed_texts", "random_unit_vectors"]
+__all__ = ["mixed_documents", "mixed_texts", "random_unit_vectors", "zipf_documents"]
 
 _SYLLABLES = (
     "ba be bi bo bu ca ce ci co cu da de di do du fa fe fi fo fu ga ge gi go gu "
@@ -162,3 +162,53 @@ def random_unit_vectors(n: int, dim: int, *, seed: int = 0, clusters: int = 0) -
         block /= np.linalg.norm(block, axis=1, keepdims=True)
         out[lo:hi] = block
     return out
+
+
+def zipf_documents(
+    n_docs: int,
+    *,
+    seed: int = 0,
+    vocab_size: int = 100_000,
+    exponent: float = 1.1,
+    mean_words: int = 16,
+) -> Iterator[dict[str, str]]:
+    """Yield ``n_docs`` short English-like documents whose word frequencies follow Zipf's law.
+
+    Word ``r`` of a ``vocab_size``-word vocabulary (syllable words, as in
+    :func:`mixed_documents`) is drawn with probability proportional to
+    ``r ** -exponent``: a few words occur in a large share of the documents
+    and most words in a handful, as in real text.
+
+    Parameters
+    ----------
+    n_docs : int
+        Number of documents.
+    seed : int, default 0
+        Generator seed.
+    vocab_size : int, default 100,000
+        Distinct words.
+    exponent : float, default 1.1
+        Zipf exponent (``> 0``).
+    mean_words : int, default 16
+        Mean words per document (lengths vary from 0.25x to 1.75x).
+
+    Yields
+    ------
+    dict
+        ``{"id": "zipf-0000000", "text": ...}``.
+    """
+    rng = np.random.default_rng(seed)
+    vocab = np.array(_english_vocabulary(rng, vocab_size))
+    rng.shuffle(vocab)  # frequency rank independent of spelling
+    p = 1.0 / np.arange(1, vocab_size + 1) ** exponent
+    cdf = np.cumsum(p / p.sum())
+    block = 4096
+    for start in range(0, n_docs, block):
+        m = min(block, n_docs - start)
+        lengths = (mean_words * (0.25 + 1.5 * rng.random(m))).astype(np.int64) + 1
+        ranks = np.minimum(np.searchsorted(cdf, rng.random(int(lengths.sum()))), vocab_size - 1)
+        words = vocab[ranks]
+        ends = np.cumsum(lengths)
+        for i in range(m):
+            text = " ".join(words[ends[i] - lengths[i] : ends[i]].tolist())
+            yield {"id": f"zipf-{start + i:07d}", "text": text.capitalize() + "."}

@@ -430,6 +430,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    snapshot = KnowledgeBase.upgrade(args.kb)
+    if snapshot is None:
+        print(f"{args.kb}: already in the current formats")
+    else:
+        print(f"{args.kb}: rewritten in the current formats as snapshot {snapshot}")
+    return 0
+
+
 def cmd_warmup(args: argparse.Namespace) -> int:
     seconds = warmup()
     print(f"kernels ready in {seconds:.2f} s")
@@ -667,6 +676,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm", action="store_true",
                    help="answer with the chat model configured by FASTRAG_* variables")
     p.set_defaults(func=cmd_mcp)
+
+    p = add("upgrade", "rewrite a knowledge base saved by an older fastrag in the current formats")
+    p.add_argument("kb", help="knowledge-base folder")
+    p.set_defaults(func=cmd_upgrade)
 
     p = add("warmup", "compile (or load cached) kernels and report the time")
     p.set_defaults(func=cmd_warmup)

@@ -252,10 +252,45 @@ class KnowledgeBase:
         every file's SHA-256 and every vector; ``rewriter`` is not saved.
         """
         with hold_snapshot(Path(path), snapshot) as held:  # pruning waits while files open
-            corpus, settings, older = open_corpus(held, embedder=embedder, verify=verify)
+            corpus, settings, dirty = open_corpus(held, embedder=embedder, verify=verify)
         kb = cls(corpus, settings, rewriter=rewriter, path=held.manifest.root, snapshot=held.entry.id)
-        kb._dirty = older  # an older snapshot saved back becomes current
+        kb._dirty = dirty  # an older snapshot saved back becomes current; older formats are rewritten
         return kb
+
+    @classmethod
+    def upgrade(cls, path: str | Path) -> str | None:
+        """Rewrite a knowledge base saved by an older fastrag in the current formats.
+
+        Returns
+        -------
+        str or None
+            The new snapshot's id, or None when nothing needed rewriting.
+        """
+        kb = cls.load(path)
+        try:
+            return kb.save(path) if kb._dirty else None
+        finally:
+            kb.close()
+
+    def ready(self) -> bool:
+        """Whether every index is in: False while the HNSW graph still loads after :meth:`load`.
+
+        Until then vector search is exact: the same results, only slower.
+        """
+        graph = self._corpus.graph
+        return graph is None or graph.ready()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until :meth:`ready` (at most ``timeout`` seconds); return it.
+
+        Raises
+        ------
+        SearchIndexError
+            The HNSW graph failed to load (its file is damaged); searches
+            stay exact.
+        """
+        graph = self._corpus.graph
+        return graph is None or graph.wait_ready(timeout)
 
     def snapshots(self) -> list[SnapshotInfo]:
         """The saved snapshots at this knowledge base's path, oldest first."""
@@ -483,6 +518,7 @@ class KnowledgeBase:
         questions = self._questions(questions, "verify", "retrieve")
         if not questions:
             raise ConfigError("verify() needs at least one question")
+        self.wait_ready()  # measure the graph, not the exact fallback of a loading one
         vectors = self.embed_questions(questions, threads=threads)
         return verify_index(self._corpus, vectors, min(check_k(k), max(1, len(self))), threads=threads)
 

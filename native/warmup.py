@@ -18,7 +18,7 @@ import sys
 
 import numba
 
-from . import bm25, chunking, embedding, fusion, static, structure, tokenize, topk
+from . import bm25, chunking, embedding, fusion, hnsw, static, structure, tokenize, topk
 from ._jit import CACHE
 
 __all__ = ["compile_all"]
@@ -73,6 +73,7 @@ def compile_all() -> None:
     topk.warmup()
     chunking.warmup()
     structure.warmup()
+    hnsw.warmup()
     if child is not None:
         child.wait()  # success or not, the calls below compile what is missing
     tokenize.warmup()

@@ -136,7 +136,7 @@ def test_add_equals_fresh_build(tok):
     empty_first = BM25Index.from_texts(["", "!!!"], tok)
     empty_first.add_texts(TEXTS)
     for a, b in [(fresh, grown)]:
-        for name in range(8):
+        for name in range(len(a._state)):
             assert np.array_equal(a._state[name], b._state[name])
         assert a.avgdl == b.avgdl
     assert empty_first.n_rows == len(TEXTS) + 2
@@ -158,12 +158,12 @@ def test_property_add_and_compact(docs, split, keep_seed):
     grown = BM25Index.from_texts(texts[:split], tok)
     grown.add_texts(texts[split:])
     fresh = BM25Index.from_texts(texts, tok)
-    for i in range(8):
+    for i in range(len(fresh._state)):
         assert np.array_equal(grown._state[i], fresh._state[i])
     keep = np.random.default_rng(keep_seed).random(len(texts)) < 0.6
     compacted = fresh.compact(keep)
     kept = BM25Index.from_texts([t for t, k in zip(texts, keep) if k], tok)
-    for i in range(8):
+    for i in range(len(kept._state)):
         assert np.array_equal(compacted._state[i], kept._state[i])
 
 
@@ -190,7 +190,8 @@ def test_save_load_round_trip(tmp_path, tok):
     loaded = BM25Index.load(tmp_path / "bm25.arrow")
     assert loaded.config() == index.config()
     assert loaded.n_rows == index.n_rows and loaded.avgdl == index.avgdl
-    for i in range(8):
+    assert not loaded.upgraded
+    for i in range(len(index._state)):
         assert np.array_equal(loaded._state[i], index._state[i])
         assert not loaded._state[i].flags.writeable
         assert not loaded._state[i].flags.owndata  # a view of the mapped file
@@ -313,3 +314,242 @@ def test_parallel_batch_equals_serial():
 
 def test_warmup_runs():
     kernels.warmup()
+
+
+# -- pruning: block-max MaxScore against the exhaustive kernel and the reference --
+
+# a skewed vocabulary: a few words in most rows, most words in few
+ZIPF_WORDS = ["a"] * 12 + ["b"] * 6 + ["c"] * 4 + ["d"] * 3 + ["e", "e", "f", "g", "h", "i", "j"]
+MASKS = ["none", "random", "all", "none_eligible", "one_eligible", "one_masked"]
+
+
+def make_mask(kind: str, n: int, seed: int) -> np.ndarray | None:
+    rng = np.random.default_rng(seed)
+    if kind == "none":
+        return None
+    if kind == "random":
+        return rng.random(n) < 0.5
+    if kind == "all":
+        return np.ones(n, dtype=bool)
+    if kind == "none_eligible":
+        return np.zeros(n, dtype=bool)
+    mask = np.zeros(n, dtype=bool) if kind == "one_eligible" else np.ones(n, dtype=bool)
+    mask[int(rng.integers(0, n))] = kind == "one_eligible"
+    return mask
+
+
+def kernel_search(index, queries, k, mask, *, block_size, window, method, threads=1):
+    """The search kernel with block maxima of ``block_size`` and windows of ``window`` rows."""
+    st = index._state
+    q = index.tokenizer.hash([t for qq in queries for t in qq]) if any(queries) else None
+    hashes = q if q is not None else np.zeros(0, np.uint64)
+    offsets = np.zeros(len(queries) + 1, dtype=np.int64)
+    np.cumsum([len(qq) for qq in queries], out=offsets[1:])
+    block_offsets, block_max = kernels.block_maxima(st.term_offsets, st.weights, block_size)
+    return kernels.search(
+        st.term_offsets, st.rows, st.weights, st.max_weight, block_offsets, block_max, st.vocab,
+        hashes, offsets, index.n_rows, min(k, index.n_rows), np.zeros(0, bool) if mask is None
+        else mask, threads, block_size=block_size, method=method, window=window, stats=True,
+    )  # fmt: skip
+
+
+@settings(max_examples=150 if not JIT_DISABLED else 15, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(ZIPF_WORDS), max_size=10), min_size=1, max_size=60),
+    queries=st.lists(
+        st.lists(st.sampled_from(ZIPF_WORDS + ["unknown", "zzz"]), max_size=7), max_size=6
+    ),
+    k=st.integers(1, 25),
+    block_size=st.integers(1, 6),
+    window=st.integers(1, 24),
+    mask_kind=st.sampled_from(MASKS),
+    seed=st.integers(0, 2**32 - 1),
+    threads=st.sampled_from([1, 2]),
+)
+def test_property_pruned_equals_exhaustive(
+    docs, queries, k, block_size, window, mask_kind, seed, threads
+):
+    tok = Tokenizer(stopwords=None)
+    texts = [" ".join(d) for d in docs]
+    index = BM25Index.from_tokens(tok.tokenize(texts), tok)
+    mask = make_mask(mask_kind, len(docs), seed)
+    threads = min(threads, max_threads())
+    opts = {"block_size": block_size, "window": window, "threads": threads}
+    r1, s1, st1 = kernel_search(index, queries, k, mask, method="maxscore", **opts)
+    r2, s2, st2 = kernel_search(index, queries, k, mask, method="exhaustive", **opts)
+    assert np.array_equal(r1, r2)
+    assert np.array_equal(s1, s2)  # bit for bit: the same fixed-point sums
+    check(index, tok.token_strings(texts), queries, k, r2, s2, mask)
+    assert np.array_equal(st1[:, 1], st2[:, 1])  # the postings of the query terms
+    assert np.array_equal(st2[:, 0], st2[:, 1])  # the exhaustive kernel reads every posting
+
+
+def test_pruning_skips_postings_and_keeps_results():
+    rng = np.random.default_rng(5)
+    vocab = [f"w{i}" for i in range(400)]
+    weights = 1.0 / np.arange(1, 401) ** 1.1
+    weights /= weights.sum()
+    texts = [" ".join(rng.choice(vocab, int(rng.integers(3, 25)), p=weights)) for _ in range(4000)]
+    queries = [" ".join(rng.choice(vocab, int(rng.integers(1, 6)), p=weights)) for _ in range(80)]
+    queries += ["w0", "w0 w1", "w0 w0 w0 w399", "w1 w2 w3 w4 w5 w6 w7"]
+    index = BM25Index.from_texts(texts, Tokenizer(stopwords=None))
+    for k in (1, 10, 50):
+        pruned = index.search(queries, k)
+        full = index.search(queries, k, method="exhaustive")
+        assert np.array_equal(pruned[0], full[0]) and np.array_equal(pruned[1], full[1])
+        mask = rng.random(index.n_rows) < 0.3
+        pruned = index.search(queries, k, mask=mask)
+        full = index.search(queries, k, mask=mask, method="exhaustive")
+        assert np.array_equal(pruned[0], full[0]) and np.array_equal(pruned[1], full[1])
+    read = index.postings_read(index.tokenizer.tokenize(queries), 10)
+    full = index.postings_read(index.tokenizer.tokenize(queries), 10, method="exhaustive")
+    assert np.array_equal(full[:, 0], full[:, 1]) and np.array_equal(full[:, 1], read[:, 1])
+    # windows of 256 rows (the corpus is smaller than one default window)
+    words = [q.split() for q in queries]
+    *_, small = kernel_search(index, words, 10, None, block_size=16, window=256, method="maxscore")
+    assert small[:, 0].sum() < 0.5 * small[:, 1].sum()  # most postings are never scored
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 128])
+def test_block_maxima_match_reference(tok, block_size):
+    index = BM25Index.from_texts(TEXTS * 3, tok)
+    st = index._state
+    offsets, maxima = kernels.block_maxima(st.term_offsets, st.weights, block_size)
+    ref_offsets, ref_maxima = naive.block_maxima(st.term_offsets, st.weights, block_size)
+    assert offsets.tolist() == ref_offsets and maxima.tolist() == ref_maxima
+    assert kernels.term_maxima(st.term_offsets, st.weights).tolist() == [
+        max(st.weights[a:b]) for a, b in zip(st.term_offsets[:-1], st.term_offsets[1:])
+    ]
+    if block_size == kernels.BLOCK_SIZE:
+        assert np.array_equal(st.block_offsets, offsets) and np.array_equal(st.block_max, maxima)
+        assert np.array_equal(st.max_weight, kernels.term_maxima(st.term_offsets, st.weights))
+
+
+def test_weights_are_fixed_point_scores(tok):
+    """Every weight is ceil(idf * impact * 2**26): within 2**-26 of the posting's share."""
+    index = BM25Index.from_texts(TEXTS, tok)
+    st = index._state
+    imp = kernels.impacts(st.rows, st.tfs, st.doc_len, index.k1, index.b, index.avgdl)
+    term = np.repeat(np.arange(st.idf.size), np.diff(st.term_offsets))
+    exact = st.idf[term].astype(np.float64) * imp.astype(np.float64) * kernels.WEIGHT_SCALE
+    assert np.array_equal(st.weights, np.ceil(exact).astype(np.int32))
+    assert st.weights.dtype == np.int32 and (st.weights >= 1).all()
+
+
+def test_method_is_validated(tok):
+    index = BM25Index.from_texts(TEXTS, tok)
+    with pytest.raises(ConfigError, match="method"):
+        index.search(["leave"], 3, method="wand")
+
+
+def write_v1(path, index: BM25Index) -> None:
+    """Write ``index`` as a version-1 file (no block maxima), as older fastrag did."""
+    import orjson
+    import pyarrow as pa
+
+    from fastrag.index import keyword
+
+    st = index._state
+    imp = kernels.impacts(st.rows, st.tfs, st.doc_len, index.k1, index.b, index.avgdl or 1.0)
+    v1 = [st.vocab, st.term_offsets, st.rows, st.tfs, imp, st.idf, st.doc_len,
+          kernels.term_maxima(st.term_offsets, imp)]  # fmt: skip
+    meta = {
+        "format": keyword.FORMAT, "version": 1, "k1": index.k1, "b": index.b,
+        "n_rows": index.n_rows, "avgdl": index.avgdl, "tokenizer": index.tokenizer.config(),
+    }  # fmt: skip
+    columns = [
+        pa.LargeListArray.from_arrays(
+            pa.array(np.array([0, len(a)], np.int64)), pa.array(a, type=typ)
+        )
+        for a, (_, typ) in zip(v1, keyword._V1_COLUMNS, strict=True)
+    ]
+    schema = keyword._SCHEMAS[1].with_metadata({b"fastrag": orjson.dumps(meta)})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
+
+
+def test_version1_file_loads_and_is_upgraded_on_save(tmp_path, tok):
+    index = BM25Index.from_texts(TEXTS, tok)
+    path = tmp_path / "bm25.arrow"
+    write_v1(path, index)
+    old = BM25Index.load(path)
+    assert old.upgraded
+    for i in range(len(index._state)):
+        assert np.array_equal(old._state[i], index._state[i])  # block maxima computed
+    r1, s1 = old.search(QUESTIONS, 5)
+    r2, s2 = index.search(QUESTIONS, 5)
+    assert np.array_equal(r1, r2) and np.array_equal(s1, s2)
+    old.save(path)
+    again = BM25Index.load(path)
+    assert not again.upgraded
+    assert not again._state.block_max.flags.owndata  # mapped, not recomputed
+    assert not again._state.weights.flags.owndata
+
+
+def test_inconsistent_block_maxima_are_refused(tmp_path, tok):
+    import pyarrow as pa
+
+    path = tmp_path / "bm25.arrow"
+    BM25Index.from_texts(TEXTS, tok).save(path)
+    table = pa.ipc.open_file(pa.BufferReader(path.read_bytes())).read_all()
+    cols = table.columns
+    offsets = cols[8].chunk(0).values.to_numpy().copy()
+    offsets[1] += 1
+    bad_col = pa.LargeListArray.from_arrays(
+        pa.array([0, offsets.size], pa.int64()), pa.array(offsets)
+    )
+    bad = pa.table(cols[:8] + [bad_col] + cols[9:], schema=table.schema)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, bad.schema) as w:
+        w.write_table(bad)
+    with pytest.raises(StoreCorruptedError, match="block maxima"):
+        BM25Index.load(path)
+
+
+def test_knowledge_base_with_version1_indexes_is_upgraded(tmp_path, capsys):
+    """An older knowledge base loads, answers the same, and `fastrag upgrade` rewrites it."""
+    import hashlib
+    import json
+
+    from fastrag import KnowledgeBase
+    from fastrag.cli import main
+
+    root = tmp_path / "kb"
+    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(TEXTS) if t]
+    KnowledgeBase.build(docs, window=40, overlap=8).save(root)
+    manifest = json.loads((root / "manifest.json").read_text())
+    entry = manifest["snapshots"][-1]
+    for name in ("bm25.arrow", "bm25_docs.arrow"):  # as an older fastrag saved them
+        path = root / "snapshots" / entry["id"] / name
+        write_v1(tmp_path / name, BM25Index.load(path))  # not over the mapped file
+        (tmp_path / name).replace(path)
+        entry["files"][name] = {
+            "bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()
+        }
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    old = KnowledgeBase.load(root)
+    assert old._bm25.upgraded and old._doc_bm25.upgraded
+    hits = [h.chunk_id for h in old.retrieve("annual leave days", k=5, mode="keyword")]
+    assert main(["upgrade", str(root)]) == 0
+    assert "rewritten" in capsys.readouterr().out
+    new = KnowledgeBase.load(root)
+    assert not new._bm25.upgraded and not new._doc_bm25.upgraded
+    assert [h.chunk_id for h in new.retrieve("annual leave days", k=5, mode="keyword")] == hits
+    assert main(["upgrade", str(root)]) == 0
+    assert "already" in capsys.readouterr().out
+
+
+@settings(max_examples=40 if not JIT_DISABLED else 8, deadline=None)
+@given(
+    docs=docs_strategy,
+    queries=st.lists(st.lists(st.sampled_from(WORDS + ["unknown"]), max_size=5), max_size=5),
+)
+def test_query_weights_match_reference(docs, queries):
+    tok = Tokenizer(stopwords=None)
+    texts = [" ".join(d) for d in docs]
+    index = BM25Index.from_tokens(tok.tokenize(texts), tok)
+    q_texts = [" ".join(q) for q in queries]
+    got = [float(index.query_weights(tok.tokenize([q]))[0]) for q in q_texts]
+    want = naive.query_weights(tok.token_strings(texts), tok.token_strings(q_texts))
+    assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    batch = tok.tokenize(q_texts)
+    assert_allclose(index.query_weights(batch), got, rtol=0, atol=0)

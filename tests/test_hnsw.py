@@ -172,9 +172,9 @@ def test_save_load_round_trip(tmp_path, index, data):
     loaded = HnswIndex.load(path, DIM, HnswConfig(), sha256=info["sha256"])
     assert len(loaded) == N and loaded.config == index.config
     a = index.search(queries, K)
-    b = loaded.search(queries, K)
+    b = loaded.search(queries, K)  # the mapped file, searched by fastrag's kernel
     assert_array_equal(a[0], b[0])
-    assert_array_equal(a[1], b[1])
+    assert_allclose(a[1], b[1], rtol=1e-6)  # dot products summed in another order
     # the loaded index still grows
     loaded.add(queries[:5], np.arange(N, N + 5))
     assert len(loaded) == N + 5
@@ -583,3 +583,118 @@ def test_unreachable_rows_fall_back(data):
     # plain search: answered, retried wider if hnswlib falls short at ef=1
     labels, scores = idx.search(queries[:5], K)
     check_result(labels, scores, queries[:5], corpus, np.ones(3000, bool), K)
+
+
+# -- the mapped file and background loading -------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_graph(tmp_path_factory, data) -> tuple[Path, np.ndarray]:
+    corpus = data[0][:600]
+    config = HnswConfig(M=6, ef_construction=40)
+    idx = HnswIndex.build(corpus, np.arange(600) * 3 + 1, config, threads=1)
+    idx.mark_deleted([4, 31, 100])
+    path = tmp_path_factory.mktemp("small") / "hnsw.bin"
+    idx.save(path)
+    return path, corpus
+
+
+@pytest.mark.parametrize("ef", [6, 30])
+@pytest.mark.parametrize("filtered", [False, True])
+def test_mapped_search_matches_reference(small_graph, data, ef, filtered):
+    from fastrag._native import hnsw as kernels
+    from naive import hnsw as naive
+
+    from fastrag.index.hnsw_mapped import MappedGraph
+
+    path, _ = small_graph
+    graph = MappedGraph.open(path, DIM, 6)
+    ref = naive.parse(path.read_bytes())
+    labels, deleted = graph.labels_and_deleted()
+    assert labels.tolist() == ref["labels"] and deleted.tolist() == ref["deleted"]
+    allowed = None
+    if filtered:
+        allowed = np.zeros(labels.max() + 1, bool)
+        allowed[::2] = True
+    graph.set_ef(ef)
+    queries = data[1][:40]
+    got_l, got_d = graph.knn_query(queries, 5, 1, allowed)
+    same = 0
+    for q, gl, gd in zip(queries, got_l, got_d):
+        want = naive.search(ref, q, 5, ef, allowed)
+        same += gl.tolist() == [lab for _, lab in want]
+        assert_allclose(np.sort(gd), [d for d, _ in want][: len(gd)], atol=1e-4)
+    assert same >= 38  # float32 sums vs float64: a near-tie may go the other way
+    assert set(got_l.ravel().tolist()).isdisjoint({4, 31, 100})
+    if filtered:
+        assert allowed[got_l].all()
+    kernels.warmup()
+
+
+def test_background_load_and_waiting(tmp_path, index, data, monkeypatch):
+    from fastrag.index import hnsw_mapped
+
+    corpus, queries = data
+    path = tmp_path / "hnsw.bin"
+    index.save(path)
+    gate = threading.Event()
+    real_open = hnsw_mapped.MappedGraph.open
+    monkeypatch.setattr(
+        hnsw_mapped.MappedGraph, "open", lambda *a, **kw: gate.wait(30) and real_open(*a, **kw)
+    )
+    loaded = HnswIndex.load(path, DIM, background=True)
+    assert not loaded.ready() and not loaded.wait_ready(0.01)
+    assert loaded.search(queries[:3], K) is None  # the caller searches exactly meanwhile
+    assert loaded.label_bound == 0 and "loading" in repr(loaded)
+    waiter = threading.Thread(target=lambda: loaded.search(queries[:3], K, allow_exact=False))
+    waiter.start()
+    gate.set()
+    waiter.join(30)
+    assert loaded.wait_ready(30) and loaded.ready() and len(loaded) == N
+    assert_array_equal(loaded.search(queries, K)[0], index.search(queries, K)[0])
+
+
+def test_background_load_failure_is_reported(tmp_path, saved, data):
+    blob = bytearray(saved.read_bytes())
+    per_elem = int.from_bytes(blob[24:32], "little")
+    blob[96 + 9 * per_elem + 4 : 96 + 9 * per_elem + 8] = (10**9).to_bytes(4, "little")
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(bytes(blob))
+    loaded = HnswIndex.load(bad, DIM, background=True)  # the header is fine: returns
+    with pytest.raises(SearchIndexError, match="bad.bin"):
+        loaded.wait_ready(30)
+    assert not loaded.ready() and "failed" in repr(loaded)
+    assert loaded.search(data[1][:2], K) is None
+    with pytest.raises(SearchIndexError, match="bad.bin"):
+        loaded.search(data[1][:2], K, allow_exact=False)
+    with pytest.raises(SearchIndexError, match="bad.bin"):
+        len(loaded)
+    with pytest.raises(SearchIndexError, match="past the last element"):
+        HnswIndex.load(bad, DIM)
+
+
+def test_deletions_on_a_mapped_graph_are_saved(tmp_path, saved, data):
+    import hnswlib
+
+    queries = data[1][:20]
+    original = saved.read_bytes()
+    loaded = HnswIndex.load(saved, DIM)
+    hits = loaded.search(queries, K)[0]
+    victims = np.unique(hits[:, :3])
+    assert loaded.mark_deleted(victims) == victims.size and loaded.n_deleted == victims.size
+    after = loaded.search(queries, K)[0]
+    assert not np.isin(after, victims).any()
+    assert saved.read_bytes() == original  # the mapped file is untouched
+    loaded.save(tmp_path / "again.bin")
+    again = HnswIndex.load(tmp_path / "again.bin", DIM)
+    assert again.n_deleted == victims.size and len(again) == 3000 - victims.size
+    assert_array_equal(again.search(queries, K)[0], after)
+    raw = hnswlib.Index(space="ip", dim=DIM)  # hnswlib reads the file we wrote
+    raw.load_index(str(tmp_path / "again.bin"))
+    labels, _ = raw.knn_query(queries, K)
+    assert not np.isin(labels.astype(np.int64), victims).any()
+    # growing hands the graph to hnswlib, deletions included
+    again.add(queries[:2], [5000, 5001])
+    assert len(again) == 3000 - victims.size + 2
+    assert not np.isin(again.search(queries, K)[0], victims).any()
+    assert_array_equal(again.search(queries[:2], 1)[0][:, 0], [5000, 5001])

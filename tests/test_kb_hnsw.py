@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -66,9 +67,53 @@ def test_hnsw_survives_save_load(hnsw_kb, questions, tmp_path):
     assert "hnsw.bin" in manifest["snapshots"][-1]["files"]
     loaded = KnowledgeBase.load(tmp_path / "kb")
     assert loaded.index == "hnsw"
+    assert loaded.wait_ready(timeout=60) and loaded.ready()  # the graph loads in the background
     after = [[h.chunk_id for h in loaded.retrieve(q, k=10, mode="vector")] for q in questions[:20]]
     assert after == before
     assert loaded.verify(questions, k=10)["recall"] >= 0.95
+
+
+def test_vector_search_is_exact_until_the_graph_is_in(hnsw_kb, questions, tmp_path, monkeypatch):
+    from fastrag.index import hnsw_mapped
+
+    hnsw_kb.save(tmp_path / "kb")
+    gate = threading.Event()
+    real_open = hnsw_mapped.MappedGraph.open
+
+    def slow_open(*args, **kwargs):
+        gate.wait(30)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(hnsw_mapped.MappedGraph, "open", slow_open)
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    try:
+        assert not loaded.ready() and not loaded.wait_ready(timeout=0.01)
+        for q in questions[:10]:
+            got = [h.chunk_id for h in loaded.retrieve(q, k=10, mode="vector")]
+            assert got == [h.chunk_id for h in hnsw_kb.retrieve(q, k=10, mode="vector", exact=True)]
+            assert loaded.answer(q, mode="hybrid").hits  # hybrid answers too, meanwhile
+    finally:
+        gate.set()
+    assert loaded.wait_ready(timeout=60) and loaded.ready()
+    assert loaded.stats()["hnsw"]["elements"] == len(hnsw_kb)
+
+
+def test_a_damaged_graph_leaves_exact_search(hnsw_kb, questions, tmp_path):
+    hnsw_kb.save(tmp_path / "kb")
+    (graph,) = (tmp_path / "kb").rglob("hnsw.bin")
+    blob = bytearray(graph.read_bytes())
+    per_elem = int.from_bytes(blob[24:32], "little")
+    blob[96 + 3 * per_elem + 4 : 96 + 3 * per_elem + 8] = (10**9).to_bytes(4, "little")
+    graph.write_bytes(bytes(blob))  # same size: only the links check notices
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    with pytest.raises(SearchIndexError, match="hnsw.bin"):
+        loaded.wait_ready(timeout=60)
+    assert not loaded.ready()
+    q = questions[0]
+    got = [h.chunk_id for h in loaded.retrieve(q, k=10, mode="vector")]
+    assert got == [h.chunk_id for h in hnsw_kb.retrieve(q, k=10, mode="vector", exact=True)]
+    with pytest.raises(SearchIndexError, match="SHA-256"):
+        KnowledgeBase.load(tmp_path / "kb", verify=True)  # verify: checked before load returns
 
 
 def test_hnsw_adds_and_deletes(corpus, questions):

@@ -92,3 +92,32 @@ class Search:
 
     def time_search_masked(self, batch: int, k: int) -> None:
         self.index.search(self.questions, k, mask=self.mask)
+
+
+class Pruning:
+    """Block-max MaxScore against the exhaustive kernel on a Zipfian corpus (same results).
+
+    200,000 short documents of ``fastrag.datasets.synthetic.zipf_documents``;
+    one question per call, questions of 1-6 words drawn from a document.
+    """
+
+    params = [["maxscore", "exhaustive"]]
+    param_names = ["method"]
+
+    def setup(self, method: str) -> None:
+        from fastrag.datasets.synthetic import zipf_documents
+
+        bm25_kernels.warmup()
+        docs = [d["text"] for d in zipf_documents(200_000, seed=3)]
+        self.index = BM25Index.from_texts(docs, Tokenizer())
+        rng = np.random.default_rng(0)
+        self.queries = []
+        for i in rng.integers(0, len(docs), 64):
+            words = docs[int(i)].rstrip(".").lower().split()
+            text = " ".join(words[: int(rng.integers(1, 7))])
+            self.queries.append(self.index.tokenizer.tokenize([text]))
+        self.index.search_tokens(self.queries[0], 10, method=method)
+
+    def time_single_questions(self, method: str) -> None:
+        for q in self.queries:
+            self.index.search_tokens(q, 10, threads=1, method=method)

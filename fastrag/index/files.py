@@ -93,7 +93,11 @@ def load_indexes(
         path = directory / HNSW_FILE
         check_recorded(path, info, False)
         try:
-            found = HnswIndex.load(path, dim, hnsw, sha256=info["sha256"] if verify else None)
+            # Mapped and checked in a background thread unless verifying: exact
+            # search answers until the graph is in (KnowledgeBase.ready / wait_ready).
+            found = HnswIndex.load(
+                path, dim, hnsw, sha256=info["sha256"] if verify else None, background=not verify
+            )
         except SearchIndexError as exc:  # a damaged file is a damaged store
             raise StoreCorruptedError(str(exc)) from exc
     return keyword, docs, found

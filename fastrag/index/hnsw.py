@@ -17,7 +17,14 @@ boolean arrays indexed by label).
   runs :func:`exact_over_rows` (gathers the eligible rows, then
   :func:`~fastrag.index.exact.exact_topk`).
 - :meth:`~HnswIndex.save` / :meth:`~HnswIndex.load` persist hnswlib's own
-  file, written atomically and validated before hnswlib parses it.
+  file, written atomically. A loaded graph is searched in place, the file
+  memory-mapped (:class:`~fastrag.index.hnsw_mapped.MappedGraph`): no copy of
+  the vectors, and the one pass that checks the links releases the GIL, so
+  ``load(..., background=True)`` returns at once and the graph comes in
+  while the caller keeps working (:meth:`~HnswIndex.ready`,
+  :meth:`~HnswIndex.wait_ready`; until then :meth:`~HnswIndex.search`
+  returns None, the caller's cue to search exactly). The first
+  :meth:`~HnswIndex.add` after a load hands the graph to hnswlib.
 - :func:`auto_choice` decides ``index="auto"`` by measured recall.
 
 Concurrency: searches run concurrently with each other (hnswlib's search is
@@ -40,7 +47,6 @@ import dataclasses
 import itertools
 import math
 import os
-import struct
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -53,6 +59,7 @@ import numpy as np
 from .._fs import fsync_dir, sha256_file
 from .._threads import max_threads, resolve_threads
 from ..errors import ConfigError, SearchIndexError
+from .hnsw_mapped import MappedGraph, read_header
 
 __all__ = [
     "AUTO_MIN_RECALL",
@@ -151,19 +158,6 @@ _OVERSAMPLE_RETRIES = 2
 """Retries (each 4x wider) before the rows still short go to the callback
 filter: a random filter fills nearly every row at the first try; a row still
 short after a 16x wider search has its eligible labels far from the query."""
-
-_HEADER = struct.Struct("<QQQQQQiIQQQdQ")
-"""hnswlib's index-file header (``HierarchicalNSW::saveIndex``): offsetLevel0,
-max_elements, cur_element_count, size_data_per_element, label_offset,
-offsetData, maxlevel (int32), enterpoint_node (uint32), maxM, maxM0, M, mult
-(double), ef_construction."""
-
-_VALIDATE_BLOCK = 1 << 16
-"""Elements checked per block when validating a file (~10 MB of temporaries)."""
-
-_DELETE_MARK = 0x01
-"""hnswlib marks a deleted element in the third byte of its level-0 link header."""
-
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -435,6 +429,10 @@ class _EfLock:
         finally:
             self._waiting_other -= other
 
+    def forget_ef(self) -> None:
+        """Under :meth:`write`: the index changed, its ef is unknown (the next reader sets it)."""
+        self._ef = -1
+
     def release_read(self) -> None:
         """Leave as a reader."""
         with self._mutex:
@@ -567,17 +565,39 @@ class HnswIndex:
     Create one with :meth:`build` or :meth:`load`; the constructor is private.
     """
 
-    __slots__ = ("_config", "_dim", "_ef", "_index", "_live", "_lock", "_n_deleted", "_n_live")
+    __slots__ = (
+        "_config", "_dim", "_ef", "_error", "_index", "_live", "_lock", "_max_elements",
+        "_n_deleted", "_n_live", "_ready",
+    )  # fmt: skip
 
-    def __init__(self, index: hnswlib.Index, dim: int, config: HnswConfig, live: np.ndarray) -> None:
-        self._index = index
+    def __init__(
+        self, index: hnswlib.Index | MappedGraph | None, dim: int, config: HnswConfig,
+        live: np.ndarray,
+    ) -> None:  # fmt: skip
         self._dim = dim
         self._config = config
-        self._live = live  # bool, indexed by label: True = stored and not deleted
+        self._ef = config.ef_search
+        self._lock = _EfLock(self._set_backend_ef)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._max_elements = 0  # capacity to reserve when a mapped graph goes to hnswlib
+        self._index: hnswlib.Index | MappedGraph | None = None
+        self._live = live
+        self._n_live = self._n_deleted = 0
+        if index is not None:
+            self._install(index, live)
+            self._ready.set()
+
+    def _install(self, index: hnswlib.Index | MappedGraph, live: np.ndarray) -> None:
+        """Take ``index`` as the graph (``live``: bool by label, True = stored and not deleted)."""
+        self._index = index
+        self._live = live
         self._n_live = int(np.count_nonzero(live))
         self._n_deleted = int(index.get_current_count()) - self._n_live
-        self._ef = config.ef_search
-        self._lock = _EfLock(index.set_ef)
+
+    def _set_backend_ef(self, ef: int) -> None:
+        assert self._index is not None
+        self._index.set_ef(ef)
 
     # -- construction ------------------------------------------------------
 
@@ -655,15 +675,22 @@ class HnswIndex:
         *,
         max_elements: int | None = None,
         sha256: str | None = None,
+        background: bool = False,
     ) -> HnswIndex:
-        """Load a graph written by :meth:`save`, without rebuilding it.
+        """Open a graph written by :meth:`save`, without rebuilding or copying it.
 
-        The file is checked before hnswlib parses it: header fields against
-        ``dim`` and ``config.M``, sizes against the file size, and every
-        base-layer link against the element count (hnswlib trusts them and
-        would crash on a bad one). ``sha256`` (from :meth:`save`'s return
-        value) adds a checksum of the whole file, which also covers the
-        upper layers.
+        The file is memory-mapped and searched in place. It is checked
+        first: header fields against ``dim`` and ``config.M``, sizes against
+        the file size, every link of every layer against the element count
+        and its layer, labels unique. ``sha256`` (from :meth:`save`'s return
+        value) adds a checksum of the whole file.
+
+        With ``background=True`` only the header is checked before the
+        index is returned; the links (one pass over the file) and the
+        checksum are checked in a background thread: until the index is
+        :meth:`ready`, :meth:`search` returns None (search exactly instead)
+        and every other method waits for it. A file that fails those checks
+        never becomes ready, and :meth:`wait_ready` raises the error.
 
         Parameters
         ----------
@@ -675,9 +702,12 @@ class HnswIndex:
             The config it was built with (``M`` must match; ``ef_search``
             is applied). Default ``HnswConfig()``.
         max_elements : int, optional
-            Capacity to reserve (default: the element count).
+            Capacity to reserve when the first :meth:`add` hands the graph
+            to hnswlib (default: the element count).
         sha256 : str, optional
             Expected hex SHA-256 of the file.
+        background : bool, default False
+            Return at once and open the file in a background thread.
 
         Returns
         -------
@@ -695,28 +725,54 @@ class HnswIndex:
         if not isinstance(config, HnswConfig):
             raise ConfigError(f"config must be an HnswConfig, got {type(config).__name__}")
         dim = _check_int("dim", dim, 1)
+        cap = 0 if max_elements is None else _check_int("max_elements", max_elements, 0)
         p = Path(path)
-        count, labels, deleted = _validate_file(p, dim, config.M)
-        if sha256 is not None:
+        read_header(p, dim, config.M)  # the cheap checks fail here, not in the background
+        out = cls(None, dim, config, np.zeros(0, dtype=np.bool_))
+        out._max_elements = cap
+
+        def open_graph() -> None:
             try:
-                actual = sha256_file(p)
-            except OSError as exc:
-                raise SearchIndexError(f"cannot read HNSW index {p}: {exc}") from exc
-            if actual != sha256:
-                raise SearchIndexError(
-                    f"HNSW index {p} is corrupt: SHA-256 {actual} differs from the expected {sha256}"
-                )
-        cap = count if max_elements is None else _check_int("max_elements", max_elements, 0)
-        index = hnswlib.Index(space="ip", dim=dim)
-        try:
-            # hnswlib allocates max(max_elements, its count): never the header's capacity.
-            index.load_index(str(p), max_elements=max(cap, count, 1))
-        except (RuntimeError, MemoryError) as exc:
-            raise SearchIndexError(f"HNSW index {p} could not be loaded: {exc}") from exc
-        index.set_ef(config.ef_search)
-        live = np.zeros(int(labels.max()) + 1 if count else 0, dtype=np.bool_)
-        live[labels[~deleted]] = True
-        return cls(index, dim, config, live)
+                graph = MappedGraph.open(p, dim, config.M, sha256=sha256)
+                labels, deleted = graph.labels_and_deleted()
+                live = np.zeros(int(labels.max()) + 1 if labels.size else 0, dtype=np.bool_)
+                live[labels[~deleted]] = True
+                out._install(graph, live)
+            except BaseException as exc:  # kept for wait_ready(); the index stays not ready
+                out._error = exc
+            finally:
+                out._ready.set()
+
+        if background:
+            name = f"fastrag-hnsw-load {p.name}"
+            threading.Thread(target=open_graph, name=name, daemon=True).start()
+        else:
+            open_graph()
+            if out._error is not None:
+                raise out._error
+        return out
+
+    def ready(self) -> bool:
+        """Whether the graph is in (always, unless opened with ``background=True``)."""
+        return self._ready.is_set() and self._error is None
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the graph is in; return :meth:`ready` (False on timeout).
+
+        Raises
+        ------
+        SearchIndexError
+            The background load failed (the file is missing or corrupt).
+        """
+        done = self._ready.wait(timeout)
+        if self._error is not None:
+            raise self._error
+        return done
+
+    def _wait(self) -> None:
+        """Block until the graph is in (raising a background load's error)."""
+        if not self._ready.is_set() or self._error is not None:
+            self.wait_ready()
 
     # -- properties --------------------------------------------------------
 
@@ -738,33 +794,45 @@ class HnswIndex:
     @property
     def n_deleted(self) -> int:
         """Labels marked deleted (still in the graph, never returned)."""
+        self._wait()
         return self._n_deleted
 
     @property
     def max_elements(self) -> int:
         """Current capacity (live plus deleted elements it can hold without resizing)."""
+        self._wait()
+        assert self._index is not None
         return int(self._index.get_max_elements())
 
     @property
     def label_bound(self) -> int:
-        """One more than the largest label ever stored: the minimum ``eligible`` length."""
+        """One more than the largest label ever stored: the minimum ``eligible`` length.
+
+        0 while a background load is under way (it does not wait).
+        """
         return int(self._live.shape[0])
 
     def __len__(self) -> int:
         """Live (not deleted) labels."""
+        self._wait()
         return self._n_live
 
     def __contains__(self, label: object) -> bool:
         """Whether ``label`` is stored and not deleted."""
+        self._wait()
         if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
             return False
         return 0 <= label < self._live.shape[0] and bool(self._live[label])
 
     def labels(self) -> np.ndarray:
         """Live labels, ascending (int64)."""
+        self._wait()
         return np.flatnonzero(self._live).astype(np.int64)
 
     def __repr__(self) -> str:
+        if not self.ready():
+            state = "failed" if self._error is not None else "loading"
+            return f"HnswIndex(dim={self._dim}, {state}, config={self._config!r})"
         return (
             f"HnswIndex(dim={self._dim}, live={self._n_live}, deleted={self._n_deleted}, "
             f"ef={self._ef}, config={self._config!r})"
@@ -798,7 +866,16 @@ class HnswIndex:
         nthreads = _resolve_threads(threads)
         if n == 0:
             return
+        self._wait()
         with self._lock.write():
+            if isinstance(self._index, MappedGraph):
+                # A mapped graph cannot grow: hand it to hnswlib (a copy in memory).
+                mapped = self._index
+                with _hnswlib_errors("load the graph to add vectors"):
+                    index = mapped.to_hnswlib(max(self._max_elements, mapped.get_current_count() + n))
+                self._index = index
+                self._lock.forget_ef()  # the next reader sets its ef in hnswlib
+                mapped.close()
             bound = self._live.shape[0]
             old = lab[lab < bound]
             if old.size:
@@ -823,6 +900,7 @@ class HnswIndex:
 
     def _known_labels(self) -> np.ndarray:
         """Every label in the graph, deleted ones included (rare path: O(count))."""
+        assert self._index is not None
         return np.asarray(self._index.get_ids_list(), dtype=np.int64)
 
     def mark_deleted(self, labels: np.ndarray | int) -> int:
@@ -842,6 +920,7 @@ class HnswIndex:
         lab = np.atleast_1d(np.asarray(labels))
         if lab.dtype.kind not in "iu" or lab.ndim != 1:
             raise ConfigError(f"labels must be a 1-D integer array, got {lab.dtype} {lab.shape}")
+        self._wait()
         with self._lock.write():
             lab = lab[(lab >= 0) & (lab < self._live.shape[0])].astype(np.int64)
             lab = np.unique(lab[self._live[lab]])
@@ -862,6 +941,7 @@ class HnswIndex:
     def plan(self, k: int, m: int = 1, eligible: np.ndarray | None = None) -> Strategy:
         """The strategy :meth:`search` would use (``"exact"``: it would return None)."""
         k = _check_int("k", k, 1)
+        self._wait()
         if eligible is None:
             return "hnsw"
         mask = self._check_eligible(eligible)
@@ -929,7 +1009,8 @@ class HnswIndex:
             int64 labels and float32 scores (inner products), both ``(m, k')``
             with ``k' = min(k, eligible live labels)``, best first; ``(m, 0)``
             when nothing is eligible. None when exact search is the better
-            plan (only with ``allow_exact``): run
+            plan, or while a background load is under way (only with
+            ``allow_exact``; without it the search waits for the graph): run
             ``exact_over_rows(queries, vectors, eligible_rows, k)``.
 
         Raises
@@ -950,6 +1031,11 @@ class HnswIndex:
         mask = None if eligible is None else self._check_eligible(eligible)
         if strategy is not None and strategy not in ("hnsw", "oversample", "filter", "exact"):
             raise ConfigError(f"unknown strategy {strategy!r}")
+        if not self.ready():
+            if allow_exact:
+                return None  # loading in the background: exact search answers meanwhile
+            self._wait()
+            mask = None if eligible is None else self._check_eligible(eligible)
         ef_call = self._ef if ef is None else ef
         # One read lock for the whole search: writers wait, so the counts
         # and the graph agree. hnswlib searches with max(ef, k), so asking
@@ -1004,15 +1090,30 @@ class HnswIndex:
         if strategy == "exact" and allow_exact:
             return None
         if strategy == "filter":
-            return self._filtered(q, kk, mask)
+            return self._filtered(q, kk, mask, nthreads)
         return self._oversample(q, kk, nthreads, mask, n_eligible)
 
     def _knn(
-        self, q: np.ndarray, k: int, nthreads: int, filt: Any = None
+        self, q: np.ndarray, k: int, nthreads: int, mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """hnswlib's search (caller holds the read lock); scores are inner products."""
+        """hnswlib's search (caller holds the read lock); scores are inner products.
+
+        ``mask`` (bool by label) restricts the results: the mapped graph
+        takes it as it is; hnswlib takes a callback, called under the GIL
+        for every candidate (so on one thread).
+        """
+        index = self._index
+        assert index is not None
         try:
-            labels, dist = self._index.knn_query(q, k, nthreads, filt)
+            if mask is None:
+                labels, dist = index.knn_query(q, k, nthreads)
+            elif isinstance(index, MappedGraph):
+                labels, dist = index.knn_query(q, k, nthreads, mask)
+            else:
+                # ndarray.__getitem__ is called straight from C++ (no Python
+                # frame); converting the mask to a list first is faster per
+                # call but costs O(labels) per search.
+                labels, dist = index.knn_query(q, k, 1, mask.__getitem__)
         except RuntimeError as exc:
             # hnswlib found fewer than k labels.
             raise _ShortResult(str(exc)) from exc
@@ -1035,12 +1136,12 @@ class HnswIndex:
             if attempt > _OVERSAMPLE_RETRIES or want >= n_live:
                 # The eligible labels sit far from these queries: the
                 # callback filter finishes them (it never starves).
-                out_l[todo], out_s[todo] = self._filtered(q[todo], k, mask)
+                out_l[todo], out_s[todo] = self._filtered(q[todo], k, mask, nthreads)
                 break
             try:
                 lab, sc = self._knn(q[todo], want, nthreads)
             except _ShortResult:  # the graph cannot give that many: finish by callback
-                out_l[todo], out_s[todo] = self._filtered(q[todo], k, mask)
+                out_l[todo], out_s[todo] = self._filtered(q[todo], k, mask, nthreads)
                 break
             ok = mask[lab]  # every label in the graph is < label_bound <= len(mask)
             full = np.count_nonzero(ok, axis=1) >= k
@@ -1054,12 +1155,11 @@ class HnswIndex:
             factor *= 4
         return out_l, out_s
 
-    def _filtered(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # ndarray.__getitem__ is called straight from C++ (no Python frame);
-        # converting the mask to a list first is faster per call but costs
-        # O(labels) per search. The callback holds the GIL: one thread.
+    def _filtered(
+        self, q: np.ndarray, k: int, mask: np.ndarray, nthreads: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
         try:
-            return self._knn(q, k, 1, mask.__getitem__)
+            return self._knn(q, k, nthreads, mask)
         except _ShortResult:
             # Fewer than k eligible labels reachable in the graph (hnswlib's
             # graph can leave a few nodes unreachable): score them all.
@@ -1070,6 +1170,7 @@ class HnswIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         live = self._live
         lab = np.flatnonzero(mask[: live.shape[0]] & live)
+        assert self._index is not None
         with _hnswlib_errors("read vectors"):
             vecs = np.asarray(self._index.get_items(lab, return_type="numpy"), dtype=np.float32)
         scores = q @ vecs.T
@@ -1101,7 +1202,9 @@ class HnswIndex:
         p = Path(path)
         tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         try:
+            self._wait()
             with self._lock.read(None):
+                assert self._index is not None
                 self._index.save_index(str(tmp))
             fd = os.open(tmp, os.O_RDONLY)
             try:
@@ -1121,74 +1224,6 @@ class HnswIndex:
                 tmp.unlink()
             raise
         return {"bytes": size, "sha256": digest}
-
-
-def _validate_file(path: Path, dim: int, M: int) -> tuple[int, np.ndarray, np.ndarray]:  # noqa: N803
-    """Check an hnswlib index file; return (count, labels, deleted flags).
-
-    Reads the header and the base layer through a memory map (the base
-    layer is about 90 % of the file; hnswlib reads it again from the page
-    cache). The upper layers are checked by hnswlib's own size walk and by
-    the optional checksum.
-    """
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(_HEADER.size)
-    except FileNotFoundError as exc:
-        raise SearchIndexError(f"HNSW index {path} does not exist") from exc
-    except OSError as exc:
-        raise SearchIndexError(f"cannot read HNSW index {path}: {exc}") from exc
-
-    def corrupt(why: str) -> SearchIndexError:
-        return SearchIndexError(f"HNSW index {path} is corrupt or not an hnswlib index: {why}")
-
-    if len(head) < _HEADER.size:
-        raise corrupt(f"{size} bytes, shorter than the {_HEADER.size}-byte header")
-    (off0, _cap, count, per_elem, label_off, data_off, maxlevel, entry, max_m, max_m0, m_, _mult, _efc) = (
-        _HEADER.unpack(head)
-    )
-    links0 = 4 * max_m0 + 4
-    if m_ != M or max_m != M or max_m0 != 2 * M:
-        raise corrupt(f"built with M={m_} (maxM={max_m}, maxM0={max_m0}), the config says M={M}")
-    expected = (0, links0, links0 + 4 * dim, links0 + 4 * dim + 8)
-    if (off0, data_off, label_off, per_elem) != expected:
-        raise corrupt(
-            f"element layout (offsets {off0}, {data_off}, {label_off}, size {per_elem}) "
-            f"does not match dim={dim}"
-        )
-    if count * (per_elem + 4) > size - _HEADER.size:
-        raise corrupt(f"{count} elements do not fit in {size} bytes (truncated?)")
-    if count and not (0 <= entry < count and 0 <= maxlevel < 64):
-        raise corrupt(f"entry point {entry} / top level {maxlevel} out of range")
-    if count == 0:
-        return 0, np.empty(0, np.int64), np.empty(0, np.bool_)
-    try:
-        mm = np.memmap(path, dtype=np.uint8, mode="r", offset=_HEADER.size, shape=(count, per_elem))
-    except (OSError, ValueError) as exc:
-        raise SearchIndexError(f"cannot map HNSW index {path}: {exc}") from exc
-    labels = np.empty(count, dtype=np.uint64)
-    deleted = np.empty(count, dtype=np.bool_)
-    slots = np.arange(max_m0, dtype=np.uint32)
-    try:
-        for lo in range(0, count, _VALIDATE_BLOCK):  # bounded temporaries
-            blk = mm[lo : lo + _VALIDATE_BLOCK]
-            words = np.ascontiguousarray(blk[:, :links0]).view(np.uint32)
-            n_links = words[:, 0] & 0xFFFF
-            if (n_links > max_m0).any():
-                raise corrupt("a base-layer node has more links than 2 * M")
-            if (words[:, 1:][slots[None, :] < n_links[:, None]] >= count).any():
-                raise corrupt("a base-layer link points past the last element")
-            deleted[lo : lo + blk.shape[0]] = (blk[:, 2] & _DELETE_MARK).astype(np.bool_)
-            labels[lo : lo + blk.shape[0]] = np.ascontiguousarray(blk[:, label_off:]).view(np.uint64)[:, 0]
-    finally:
-        del mm
-    if labels.max() > np.iinfo(np.int64).max:
-        raise corrupt("a label exceeds int64")
-    labels = labels.astype(np.int64)
-    if np.unique(labels).size != count:
-        raise corrupt("duplicate labels")
-    return count, labels, deleted
 
 
 def auto_choice(

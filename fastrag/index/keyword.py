@@ -1,7 +1,8 @@
 """BM25 lexical search over chunk texts (Lucene's BM25, Okapi ``k1``/``b``).
 
 :class:`BM25Index` keeps term-major postings (term -> rows, term frequencies
-and precomputed tf components), document lengths and per-term idf::
+and each posting's weight, its share of a score), document lengths and
+per-term idf::
 
     idf(t)      = log(1 + (N - df + 0.5) / (df + 0.5))
     score(q, d) = sum over query tokens t:
@@ -9,9 +10,17 @@ and precomputed tf components), document lengths and per-term idf::
 
 which is Lucene's ``BM25Similarity`` (since Lucene 8, without the constant
 factor ``k1 + 1`` of the textbook formula: the ranking is the same) and
-bm25s ``method="lucene"``; scores match bm25s to float32 precision. ``N``
-counts every row, including rows without a token; ``dl`` is a row's token
-count after stop-word removal. A query token that occurs twice counts twice.
+bm25s ``method="lucene"``; scores match bm25s to float32 precision (weights
+are fixed point, within ``2**-26`` of each term's share: see
+:mod:`fastrag._native.bm25`). ``N`` counts every row, including rows without
+a token; ``dl`` is a row's token count after stop-word removal. A query
+token that occurs twice counts twice.
+
+Search prunes: block-max MaxScore skips the postings that cannot change the
+top ``k``, with the largest weight of every term and of every block of
+:data:`BLOCK_SIZE` postings stored with the index; the results (rows and
+scores) are exactly those of scoring every posting
+(``search(..., method="exhaustive")``, the reference).
 
 Rows are the store's global row numbers ``0..n-1``. :meth:`BM25Index.add`
 appends rows; the merged postings and the recomputed statistics (``N``,
@@ -50,15 +59,35 @@ from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError, StoreCorruptedError, StoreError
 from ..text.tokenize import TextsLike, Tokenizer, Tokens, as_utf8, check_utf8
 
-__all__ = ["BM25_FILE", "BM25Index"]
+__all__ = ["BLOCK_SIZE", "BM25_FILE", "BM25Index"]
 
 BM25_FILE = "bm25.arrow"
 """File name of a saved index inside a snapshot."""
 
+BLOCK_SIZE = _kernels.BLOCK_SIZE
+"""Postings per block maximum (saved in the file; a file of another size is
+re-blocked on load)."""
+
 FORMAT = "fastrag-bm25"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version 2 stores the postings' fixed-point weights and their per-term and
+per-block maxima (for pruning) in place of version 1's float32 impacts;
+version 1 files still load (what they lack is computed on load) and the next
+save writes version 2."""
 
 _COLUMNS = (
+    ("vocab", pa.uint64()),
+    ("term_offsets", pa.int64()),
+    ("rows", pa.int32()),
+    ("tfs", pa.int32()),
+    ("weights", pa.int32()),
+    ("idf", pa.float32()),
+    ("doc_len", pa.int32()),
+    ("max_weight", pa.int32()),
+    ("block_offsets", pa.int64()),
+    ("block_max", pa.int32()),
+)
+_V1_COLUMNS = (
     ("vocab", pa.uint64()),
     ("term_offsets", pa.int64()),
     ("rows", pa.int32()),
@@ -68,7 +97,14 @@ _COLUMNS = (
     ("doc_len", pa.int32()),
     ("max_impact", pa.float32()),
 )
-_SCHEMA = pa.schema([pa.field(name, pa.large_list(t), nullable=False) for name, t in _COLUMNS])
+
+
+def _schema(columns: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema([pa.field(name, pa.large_list(t), nullable=False) for name, t in columns])
+
+
+_SCHEMA = _schema(_COLUMNS)
+_SCHEMAS = {1: _schema(_V1_COLUMNS), FORMAT_VERSION: _SCHEMA}
 _MAX_ROWS = 2**31 - 1
 _NO_MASK = np.zeros(0, dtype=np.bool_)
 
@@ -89,10 +125,12 @@ class _Arrays(NamedTuple):
     term_offsets: np.ndarray  # int64[V + 1]
     rows: np.ndarray  # int32[nnz]
     tfs: np.ndarray  # int32[nnz]
-    impacts: np.ndarray  # float32[nnz]
+    weights: np.ndarray  # int32[nnz], ceil(idf * impact * 2**26)
     idf: np.ndarray  # float32[V]
     doc_len: np.ndarray  # int32[n]
-    max_impact: np.ndarray  # float32[V]
+    max_weight: np.ndarray  # int32[V], largest weight per term
+    block_offsets: np.ndarray  # int64[V + 1], blocks of block_max per term
+    block_max: np.ndarray  # int32[n_blocks], largest weight per BLOCK_SIZE postings
 
 
 class BM25Index:
@@ -128,6 +166,9 @@ class BM25Index:
         self.k1 = _check_param("k1", k1, 0.0, 1000.0)
         self.b = _check_param("b", b, 0.0, 1.0)
         self._write_lock = threading.Lock()  # one add() at a time; searches never wait
+        self.upgraded = False
+        """True when :meth:`load` read an older format (computing what it lacked):
+        saving rewrites it in the current one."""
         empty_i64 = np.zeros(1, dtype=np.int64)
         self._set(
             np.zeros(0, np.uint64),
@@ -135,7 +176,7 @@ class BM25Index:
             np.zeros(0, np.int32),
             np.zeros(0, np.int32),
             np.zeros(0, np.int32),
-            impacts=np.zeros(0, np.float32),
+            weights=np.zeros(0, np.int32),
             idf=np.zeros(0, np.float32),
         )
 
@@ -148,25 +189,35 @@ class BM25Index:
         tfs: np.ndarray,
         doc_len: np.ndarray,
         *,
-        impacts: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
         idf: np.ndarray | None = None,
-        max_impact: np.ndarray | None = None,
+        max_weight: np.ndarray | None = None,
+        block_offsets: np.ndarray | None = None,
+        block_max: np.ndarray | None = None,
     ) -> None:
-        """Install new arrays (computing impacts, idf, max_impact unless given) in one swap."""
+        """Install new arrays (computing idf, weights and their maxima unless given) in one swap."""
         n = int(doc_len.size)
         total = int(doc_len.sum(dtype=np.int64))
         avgdl = total / n if n else 0.0
-        if impacts is None:
-            impacts = _kernels.impacts(rows, tfs, doc_len, self.k1, self.b, avgdl or 1.0)
-        if idf is None:
+        if weights is None or idf is None:
             df = np.diff(term_offsets).astype(np.float64)
             idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-        if max_impact is None:
-            max_impact = _kernels.max_impacts(term_offsets, impacts)
-        for a in (vocab, term_offsets, rows, tfs, doc_len, impacts, idf, max_impact):
+            impacts = _kernels.impacts(rows, tfs, doc_len, self.k1, self.b, avgdl or 1.0)
+            weights = _kernels.weights(term_offsets, impacts, idf)
+            del impacts
+            max_weight = block_offsets = block_max = None
+        if max_weight is None:
+            max_weight = _kernels.term_maxima(term_offsets, weights)
+        if block_offsets is None or block_max is None:
+            block_offsets, block_max = _kernels.block_maxima(term_offsets, weights, BLOCK_SIZE)
+        state = _Arrays(
+            vocab, term_offsets, rows, tfs, weights, idf, doc_len, max_weight, block_offsets,
+            block_max,
+        )  # fmt: skip
+        for a in state:
             a.flags.writeable = False  # shared by every reader; never changed in place
         # one attribute holds everything a search reads: swapped atomically
-        self._state = _Arrays(vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact)
+        self._state = state
         self._avgdl = avgdl
 
     @property
@@ -365,7 +416,8 @@ class BM25Index:
             self._add_tokens_locked(tokens)
 
     def _add_tokens_locked(self, tokens: Tokens) -> None:
-        vocab, term_offsets, rows, tfs, _, _, doc_len, _ = self._state
+        vocab, term_offsets, rows, tfs, *_ = self._state
+        doc_len = self._state.doc_len
         n_old = doc_len.size
         n_new = len(tokens)
         if n_old + n_new > _MAX_ROWS:
@@ -417,7 +469,8 @@ class BM25Index:
             Equal to a fresh build on the kept rows (this index is unchanged).
         """
         keep = self._check_mask(keep_mask, "keep_mask")
-        vocab, term_offsets, rows, tfs, _, _, doc_len, _ = self._state
+        vocab, term_offsets, rows, tfs, *_ = self._state
+        doc_len = self._state.doc_len
         out = BM25Index(self.tokenizer, k1=self.k1, b=self.b)
         with _threads(threads):
             new_offsets, new_rows, new_tfs, df = _kernels.compact_postings(
@@ -460,6 +513,7 @@ class BM25Index:
         *,
         mask: np.ndarray | None = None,
         threads: int | None = None,
+        method: str = "maxscore",
     ) -> tuple[np.ndarray, np.ndarray]:
         """Return the best ``k`` rows of every question by BM25 score.
 
@@ -474,6 +528,10 @@ class BM25Index:
             filters); masked rows are never returned.
         threads : int, optional
             Numba threads for this call.
+        method : {"maxscore", "exhaustive"}, default "maxscore"
+            Block-max MaxScore, which skips the postings that cannot change
+            the top ``k``, or every posting of every query term (the
+            reference). Both return the same rows and scores.
 
         Returns
         -------
@@ -497,12 +555,14 @@ class BM25Index:
         else:
             data, offsets = as_utf8(questions)
         if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:  # serial kernels: no thread setting
-            resolve_threads(threads)
-            tokens = self.tokenizer._tokenize(data, offsets)
-            return self._search(tokens.hashes, tokens.offsets, k, mask, 1)
+            # a few questions: tokenised on one thread (a two-thread region for a
+            # few bytes costs milliseconds on a busy machine)
+            with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
+                tokens = self.tokenizer._tokenize(data, offsets)
+            return self._search(tokens.hashes, tokens.offsets, k, mask, 1, method)[:2]
         with _threads(threads) as n_threads:
             tokens = self.tokenizer._tokenize(data, offsets)
-            return self._search(tokens.hashes, tokens.offsets, k, mask, n_threads)
+            return self._search(tokens.hashes, tokens.offsets, k, mask, n_threads, method)[:2]
 
     def search_tokens(
         self,
@@ -511,6 +571,7 @@ class BM25Index:
         *,
         mask: np.ndarray | None = None,
         threads: int | None = None,
+        method: str = "maxscore",
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search`, for tokenised queries.
 
@@ -526,12 +587,51 @@ class BM25Index:
             Eligible rows.
         threads : int, optional
             Numba threads for this call.
+        method : {"maxscore", "exhaustive"}, default "maxscore"
+            As for :meth:`search`.
 
         Returns
         -------
         tuple of numpy.ndarray
             ``rows`` (int64) and ``scores`` (float32), as :meth:`search`.
         """
+        hashes, offsets = self._query_hashes(queries)
+        if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
+            resolve_threads(threads)
+            return self._search(hashes, offsets, k, mask, 1, method)[:2]
+        with _threads(threads) as n_threads:
+            return self._search(hashes, offsets, k, mask, n_threads, method)[:2]
+
+    def postings_read(
+        self,
+        queries: Tokens | Sequence[Sequence[str]],
+        k: int = 10,
+        *,
+        mask: np.ndarray | None = None,
+        threads: int | None = None,
+        method: str = "maxscore",
+    ) -> np.ndarray:
+        """How many postings a search reads, per query (what pruning saves).
+
+        Parameters
+        ----------
+        queries, k, mask, threads, method
+            As for :meth:`search_tokens`.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``(m, 2)``: the postings the search read (scored) and the
+            postings of the query's terms (what the exhaustive search reads).
+        """
+        hashes, offsets = self._query_hashes(queries)
+        with _threads(threads) as n_threads:
+            return self._search(hashes, offsets, k, mask, n_threads, method)[2]
+
+    def _query_hashes(
+        self, queries: Tokens | Sequence[Sequence[str]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Token hashes and offsets of :meth:`search_tokens`' queries."""
         if isinstance(queries, Tokens):
             tokens = _check_tokens(queries)
             hashes, offsets = tokens.hashes, tokens.offsets
@@ -545,11 +645,7 @@ class BM25Index:
             hashes = self.tokenizer.hash(flat) if flat else np.zeros(0, np.uint64)
             offsets = np.zeros(len(lists) + 1, dtype=np.int64)
             np.cumsum([len(q) for q in lists], out=offsets[1:])
-        if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
-            resolve_threads(threads)
-            return self._search(hashes, offsets, k, mask, 1)
-        with _threads(threads) as n_threads:
-            return self._search(hashes, offsets, k, mask, n_threads)
+        return hashes, offsets
 
     def query_weights(self, tokens: Tokens) -> np.ndarray:
         """The highest score each tokenised query could reach: the sum of its tokens' idf.
@@ -569,16 +665,9 @@ class BM25Index:
         numpy.ndarray
             float32, one weight per query (0 for a query with no known token).
         """
-        vocab, idf = self._state.vocab, self._state.idf
-        hashes, offsets = tokens.hashes, tokens.offsets
-        m = offsets.size - 1
-        if vocab.size == 0 or hashes.size == 0:
-            return np.zeros(m, dtype=np.float32)
-        pos = np.minimum(np.searchsorted(vocab, hashes), vocab.size - 1)
-        weight = np.where(vocab[pos] == hashes, idf[pos], np.float32(0.0)).astype(np.float64)
-        sums = np.add.reduceat(np.append(weight, 0.0), offsets[:-1]) if m else np.zeros(0)
-        sums[offsets[1:] == offsets[:-1]] = 0.0  # reduceat repeats a value for empty queries
-        return sums.astype(np.float32)
+        state = self._state
+        tokens = _check_tokens(tokens)
+        return _kernels.query_weights(state.vocab, state.idf, tokens.hashes, tokens.offsets)
 
     def _search(
         self,
@@ -587,30 +676,28 @@ class BM25Index:
         k: int,
         mask: np.ndarray | None,
         n_threads: int,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        method: str,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ConfigError(f"k must be a positive int, got {k!r}")
-        vocab, term_offsets, rows, _, impacts, idf, doc_len, max_impact = self._state
-        n = doc_len.size
+        if method not in _kernels.METHODS:
+            raise ConfigError(f"method must be one of {_kernels.METHODS}, got {method!r}")
+        state = self._state
+        n = state.doc_len.size
         m = offsets.size - 1
         kk = min(int(k), n)
         if kk == 0 or m == 0:
-            return np.full((m, kk), -1, dtype=np.int64), np.full((m, kk), -np.inf, np.float32)
+            return (
+                np.full((m, kk), -1, dtype=np.int64),
+                np.full((m, kk), -np.inf, np.float32),
+                np.zeros((m, 2), dtype=np.int64),
+            )
         mask_arr = _NO_MASK if mask is None else self._check_mask(mask, "mask")
-        return _kernels.search(
-            term_offsets,
-            rows,
-            impacts,
-            idf,
-            max_impact,
-            vocab,
-            hashes,
-            offsets,
-            n,
-            kk,
-            mask_arr,
-            n_threads,
-        )
+        return _kernels.search(  # type: ignore[return-value]
+            state.term_offsets, state.rows, state.weights, state.max_weight, state.block_offsets,
+            state.block_max, state.vocab, hashes, offsets, n, kk, mask_arr, n_threads,
+            block_size=BLOCK_SIZE, method=method, stats=True,
+        )  # fmt: skip
 
     def _check_mask(self, mask: object, name: str) -> np.ndarray:
         n = self.n_rows
@@ -646,6 +733,7 @@ class BM25Index:
             "b": self.b,
             "n_rows": self.n_rows,
             "avgdl": self._avgdl,
+            "block_size": BLOCK_SIZE,
             "tokenizer": self.tokenizer.config(),
         }
         columns = []
@@ -676,6 +764,11 @@ class BM25Index:
     def load(cls, path: str | os.PathLike[str]) -> BM25Index:
         """Memory-map an index written by :meth:`save` (no copy, no parse of the postings).
 
+        A file of an older format version (1: no block maxima) loads too: what
+        it lacks is computed (one pass over the postings) and
+        :attr:`upgraded` is set, so that the next save writes the current
+        version.
+
         Parameters
         ----------
         path : str or PathLike
@@ -702,21 +795,23 @@ class BM25Index:
             source = pa.memory_map(str(path), "r")
             reader = pa.ipc.open_file(source)
             schema = reader.schema
-            if not schema.remove_metadata().equals(_SCHEMA) or reader.num_record_batches != 1:
-                raise StoreCorruptedError(f"{path}: not a fastrag BM25 index (unexpected schema)")
             meta = orjson.loads((schema.metadata or {}).get(b"fastrag", b"null"))
             if not isinstance(meta, dict) or meta.get("format") != FORMAT:
                 raise StoreCorruptedError(f"{path}: not a fastrag BM25 index (no metadata)")
-            if meta.get("version") != FORMAT_VERSION:
+            version = meta.get("version")
+            if version not in _SCHEMAS:
                 raise StoreCorruptedError(
-                    f"{path}: BM25 format version {meta.get('version')!r}, "
-                    f"this fastrag reads {FORMAT_VERSION}"
+                    f"{path}: BM25 format version {version!r}, this fastrag reads "
+                    f"{', '.join(map(str, sorted(_SCHEMAS)))}"
                 )
+            expected = _SCHEMAS[version]
+            if not schema.remove_metadata().equals(expected) or reader.num_record_batches != 1:
+                raise StoreCorruptedError(f"{path}: not a fastrag BM25 index (unexpected schema)")
             batch = reader.get_batch(0)
             if batch.num_rows != 1:
                 raise StoreCorruptedError(f"{path}: expected one record, got {batch.num_rows}")
             arrays = []
-            for i, (name, _) in enumerate(_COLUMNS):
+            for i, name in enumerate(expected.names):
                 col = batch.column(i)
                 if col.null_count or col.offsets[0].as_py() != 0:
                     raise StoreCorruptedError(f"{path}: column {name} is malformed")
@@ -732,15 +827,15 @@ class BM25Index:
             raise StoreCorruptedError(f"{path}: file is missing") from exc
         except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
             raise StoreCorruptedError(f"{path}: cannot be read as a BM25 index: {exc}") from exc
-        vocab, term_offsets, rows, tfs, impacts, idf, doc_len, max_impact = arrays
+        vocab, term_offsets, rows, tfs, weights, idf, doc_len, max_weight = arrays[:8]
         v = vocab.size
         nnz = rows.size
         ok = (
             term_offsets.size == v + 1
             and idf.size == v
-            and max_impact.size == v
+            and max_weight.size == v
             and tfs.size == nnz
-            and impacts.size == nnz
+            and weights.size == nnz
             and doc_len.size == meta.get("n_rows")
             and term_offsets[0] == 0
             and term_offsets[-1] == nnz
@@ -749,16 +844,28 @@ class BM25Index:
         )
         if not ok:
             raise StoreCorruptedError(f"{path}: inconsistent array sizes or offsets: corrupt")
+        if version == 1:
+            # float32 impacts: the weights and their maxima are computed here
+            index._set(vocab, term_offsets, rows, tfs, doc_len)
+            index.upgraded = True
+            return index
+        block_offsets, block_max = arrays[8:]
+        if meta.get("block_size") == BLOCK_SIZE:
+            blocks = (np.diff(term_offsets) + BLOCK_SIZE - 1) // BLOCK_SIZE
+            if not (
+                block_offsets.size == v + 1
+                and block_offsets[0] == 0
+                and block_offsets[-1] == block_max.size
+                and np.array_equal(np.diff(block_offsets), blocks)
+            ):
+                raise StoreCorruptedError(f"{path}: inconsistent block maxima: corrupt")
+        else:
+            block_offsets = block_max = None  # blocked otherwise: re-blocked here
         index._set(
-            vocab,
-            term_offsets,
-            rows,
-            tfs,
-            doc_len,
-            impacts=impacts,
-            idf=idf,
-            max_impact=max_impact,
-        )
+            vocab, term_offsets, rows, tfs, doc_len, weights=weights, idf=idf,
+            max_weight=max_weight, block_offsets=block_offsets, block_max=block_max,
+        )  # fmt: skip
+        index.upgraded = block_max is None
         return index
 
 

@@ -110,8 +110,10 @@ def open_corpus(
     Returns
     -------
     tuple
-        The corpus, the settings, and True when the snapshot is not the
-        current one (saving it back makes it current again).
+        The corpus, the settings, and True when a save should follow: the
+        snapshot is not the current one (saving it back makes it current
+        again) or a keyword index was read from an older format (a save
+        rewrites it in the current one).
 
     Raises
     ------
@@ -154,7 +156,8 @@ def open_corpus(
     )
     settings = Settings(chunker, index_info["type"], hnsw, index_info.get("auto"), retrieval)
     corpus = make_corpus(store, embedder, graph=graph, keyword=keyword, documents=documents)
-    return corpus, settings, entry.id != manifest.current
+    upgraded = any(x is not None and x.upgraded for x in (keyword, documents))
+    return corpus, settings, entry.id != manifest.current or upgraded
 
 
 def describe(corpus: Corpus, settings: Settings) -> dict[str, Any]:

@@ -55,3 +55,29 @@ def topk(
         rows_out.append([r for _, r in cand[:k]])
         scores_out.append([-s for s, _ in cand[:k]])
     return rows_out, scores_out
+
+
+def block_maxima(
+    term_offsets: Sequence[int], impacts: Sequence[float], block_size: int
+) -> tuple[list[int], list[float]]:
+    """Per term, the largest impact of each run of ``block_size`` postings (offsets, maxima)."""
+    offsets, maxima = [0], []
+    for t in range(len(term_offsets) - 1):
+        lo, hi = int(term_offsets[t]), int(term_offsets[t + 1])
+        for start in range(lo, hi, block_size):
+            maxima.append(max(float(x) for x in impacts[start : min(start + block_size, hi)]))
+        offsets.append(len(maxima))
+    return offsets, maxima
+
+
+def query_weights(
+    docs: Sequence[Sequence[Hashable]], queries: Sequence[Sequence[Hashable]]
+) -> list[float]:
+    """The sum of the idf of every query's known tokens (a repeated token counts again)."""
+    n = len(docs)
+    df: Counter = Counter()
+    for d in docs:
+        df.update(set(d))
+    return [
+        sum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in q if t in df) for q in queries
+    ]
