@@ -31,7 +31,7 @@ from .answer.stages import StageTimer
 from .answer.table import answers_table
 from .embed.base import Embedder, check_embedder, query_vectors
 from .embed.vocabulary import VocabularyEmbedder
-from .errors import ConfigError, DocumentError
+from .errors import ConfigError, DocumentError, SearchIndexError, StoreCorruptedError
 from .index.hnsw import HnswConfig
 from .retrieve import corpus as corpora
 from .retrieve.corpus import Corpus
@@ -285,12 +285,15 @@ class KnowledgeBase:
 
         Raises
         ------
-        SearchIndexError
-            The HNSW graph failed to load (its file is damaged); searches
+        StoreCorruptedError
+            The HNSW graph failed its checks (its file is damaged); searches
             stay exact.
         """
         graph = self._corpus.graph
-        return graph is None or graph.wait_ready(timeout)
+        try:
+            return graph is None or graph.wait_ready(timeout)
+        except SearchIndexError as exc:  # a damaged file is a damaged store, as at load
+            raise StoreCorruptedError(str(exc)) from exc
 
     def snapshots(self) -> list[SnapshotInfo]:
         """The saved snapshots at this knowledge base's path, oldest first."""

@@ -30,7 +30,7 @@ from ._native.warmup import compile_all
 from .embed.vocabulary import VocabularyEmbedder
 from .text.tokenize import Tokenizer
 
-__all__ = ["compile_kernels", "warmup"]
+__all__ = ["warmup"]
 
 _DOCS = [
     {"id": "en", "text": "Annual leave requests must be submitted three days in advance. "
@@ -73,17 +73,6 @@ def _exercise() -> None:
                 kb.answer_batch(batch[:8], k=3)
                 for _ in kb.answer_stream(_QUESTIONS[0], k=3):
                     pass
-
-
-def compile_kernels() -> float:
-    """Compile (or load) the kernels only, without running the engine's paths: return seconds.
-
-    Cheaper than :func:`warmup` on a cold cache; what a one-off command
-    such as ``fastrag demo`` needs before it runs.
-    """
-    t0 = time.perf_counter()
-    compile_all()
-    return time.perf_counter() - t0
 
 
 def _prime() -> None:

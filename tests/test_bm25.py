@@ -527,12 +527,12 @@ def test_knowledge_base_with_version1_indexes_is_upgraded(tmp_path, capsys):
         }
     (root / "manifest.json").write_text(json.dumps(manifest))
     old = KnowledgeBase.load(root)
-    assert old._bm25.upgraded and old._doc_bm25.upgraded
+    assert old._corpus.keyword.upgraded and old._corpus.documents.upgraded
     hits = [h.chunk_id for h in old.retrieve("annual leave days", k=5, mode="keyword")]
     assert main(["upgrade", str(root)]) == 0
     assert "rewritten" in capsys.readouterr().out
     new = KnowledgeBase.load(root)
-    assert not new._bm25.upgraded and not new._doc_bm25.upgraded
+    assert not new._corpus.keyword.upgraded and not new._corpus.documents.upgraded
     assert [h.chunk_id for h in new.retrieve("annual leave days", k=5, mode="keyword")] == hits
     assert main(["upgrade", str(root)]) == 0
     assert "already" in capsys.readouterr().out

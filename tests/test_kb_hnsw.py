@@ -106,13 +106,13 @@ def test_a_damaged_graph_leaves_exact_search(hnsw_kb, questions, tmp_path):
     blob[96 + 3 * per_elem + 4 : 96 + 3 * per_elem + 8] = (10**9).to_bytes(4, "little")
     graph.write_bytes(bytes(blob))  # same size: only the links check notices
     loaded = KnowledgeBase.load(tmp_path / "kb")
-    with pytest.raises(SearchIndexError, match="hnsw.bin"):
+    with pytest.raises(StoreCorruptedError, match="hnsw.bin"):
         loaded.wait_ready(timeout=60)
     assert not loaded.ready()
     q = questions[0]
     got = [h.chunk_id for h in loaded.retrieve(q, k=10, mode="vector")]
     assert got == [h.chunk_id for h in hnsw_kb.retrieve(q, k=10, mode="vector", exact=True)]
-    with pytest.raises(SearchIndexError, match="SHA-256"):
+    with pytest.raises(StoreCorruptedError, match="SHA-256"):
         KnowledgeBase.load(tmp_path / "kb", verify=True)  # verify: checked before load returns
 
 
