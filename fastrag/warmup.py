@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ._native.warmup import compile_all
+from ._native.warmup import compile_all, start_query_compile
 from .embed.vocabulary import VocabularyEmbedder
 from .text.tokenize import Tokenizer
 
-__all__ = ["warmup"]
+__all__ = ["start_query_compile", "warmup"]
 
 _DOCS = [
     {"id": "en", "text": "Annual leave requests must be submitted three days in advance. "

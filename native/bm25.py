@@ -45,6 +45,7 @@ __all__ = [
     "BLOCK_SIZE",
     "METHODS",
     "PARALLEL_MIN_QUERIES",
+    "PRUNE_MIN_POSTINGS",
     "WINDOW",
     "WEIGHT_SCALE",
     "block_maxima",
@@ -57,6 +58,7 @@ __all__ = [
     "search",
     "transpose",
     "warmup",
+    "warmup_search",
     "weights",
 ]
 
@@ -1165,7 +1167,13 @@ BLOCK_SIZE = 128
 WINDOW = 4096
 """Rows per window of the pruned search."""
 
-METHODS = ("maxscore", "exhaustive")
+METHODS = ("auto", "maxscore", "exhaustive")
+
+PRUNE_MIN_POSTINGS = 1 << 15
+"""``method="auto"`` prunes an index of at least this many postings and scores a
+smaller one exhaustively: a query there reads at most ~32k postings (tens of
+microseconds), pruning saves nothing worth its bookkeeping, and a small
+knowledge base (a demo, a test) never compiles the pruned kernel."""
 """Search methods of :func:`search`: block-max MaxScore, or every posting (the reference)."""
 
 
@@ -1185,7 +1193,7 @@ def search(
     n_threads: int,
     *,
     block_size: int = BLOCK_SIZE,
-    method: str = "maxscore",
+    method: str = "auto",
     window: int = WINDOW,
     stats: bool = False,
 ) -> tuple[np.ndarray, ...]:
@@ -1223,10 +1231,11 @@ def search(
         Workers (parallel blocks); 1 or few queries run serially.
     block_size : int, default :data:`BLOCK_SIZE`
         Postings per block of ``block_max``.
-    method : {"maxscore", "exhaustive"}, default "maxscore"
+    method : {"auto", "maxscore", "exhaustive"}, default "auto"
         Block-max MaxScore (:func:`_pruned_one`), or every posting of every
         query term (:func:`_exhaustive_one`, the reference); the two return
-        identical rows and scores.
+        identical rows and scores. ``"auto"`` prunes indexes of at least
+        :data:`PRUNE_MIN_POSTINGS` postings.
     window : int, default :data:`WINDOW`
         Rows per window of the pruned search.
     stats : bool, default False
@@ -1255,6 +1264,8 @@ def search(
     out_rows = np.empty((m, k), dtype=np.int64)
     out_scores = np.empty((m, k), dtype=np.float32)
     out_stats = np.zeros((m, 2), dtype=np.int64)
+    if method == "auto":
+        method = "maxscore" if rows.size >= PRUNE_MIN_POSTINGS else "exhaustive"
     if m > 0:
         serial = m < PARALLEL_MIN_QUERIES or n_threads <= 1
         blocks = 1 if serial else min(n_threads, m)
@@ -1299,12 +1310,30 @@ def warmup() -> None:
     merge_postings(term_offsets, rows, tfs, remap, pair_term, pair_tf, pair_offsets, 3, vocab.size)
     compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
     query_weights(vocab, idf, hashes, tok_offsets)
+    warmup_search()
+
+
+def warmup_search(methods: tuple[str, ...] = ("maxscore", "exhaustive"), parallel: bool = True) -> None:
+    """Compile the search kernels only, on a hand-made index (no build kernel is compiled).
+
+    ``methods`` and ``parallel`` narrow it to what a caller will run: a
+    small knowledge base searches ``("exhaustive",)`` serially.
+    """
+    vocab = np.array([1, 2, 3, 5], dtype=np.uint64)
+    term_offsets = np.array([0, 2, 3, 5, 6], dtype=np.int64)
+    rows = np.array([0, 2, 2, 0, 2, 2], dtype=np.int32)
+    wts = np.full(rows.size, 1 << 20, dtype=np.int32)
+    max_weight = np.full(vocab.size, 1 << 20, dtype=np.int32)
+    block_offsets = np.arange(vocab.size + 1, dtype=np.int64)
+    block_max = max_weight.copy()
+    query_weights(vocab, np.ones(vocab.size, dtype=np.float32), vocab, np.array([0, 4], np.int64))
     # PARALLEL_MIN_QUERIES questions: the parallel drivers are compiled too
+    hashes = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)
     q_offsets = np.minimum(np.arange(PARALLEL_MIN_QUERIES + 1), hashes.size).astype(np.int64)
     q_offsets[-1] = hashes.size
-    for method in METHODS:
+    for method in methods:
         for mask in (np.zeros(0, dtype=np.bool_), np.ones(3, dtype=np.bool_)):
-            for threads in (1, 2):
+            for threads in (1, 2) if parallel else (1,):
                 search(
                     term_offsets, rows, wts, max_weight, block_offsets, block_max, vocab,
                     hashes, q_offsets, 3, 2, mask, threads, method=method,

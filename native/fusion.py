@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import kernel
+from ._jit import kernel, readonly
 
 __all__ = ["convex_fuse", "rrf_fuse", "warmup"]
 
@@ -347,15 +347,17 @@ def convex_fuse(
     return out_rows, out_scores.astype(np.float32)
 
 
-def warmup() -> None:
-    """Compile the one signature the engine uses."""
+def warmup(convex: bool = True) -> None:
+    """Compile the one signature the engine uses (``convex=False``: reciprocal-rank fusion only)."""
     rows = np.array([[[0, 1, -1]], [[1, 2, 0]]], dtype=np.int64)
-    groups = np.array([0, 0, 1], dtype=np.int64)
+    groups = readonly(np.array([0, 0, 1], dtype=np.int64))  # the engine passes it read-only
     glists = np.array([[[1, 0, -1]]], dtype=np.int64)
     weights = np.ones(2)
     for gl, gw in ((glists, np.ones(1)), (np.zeros((0, 1, 1), np.int64), np.zeros(0))):
         for by_group in (False, True):
             rrf_fuse(rows, weights, gl, gw, groups, 60.0, 2, by_group)
+            if not convex:
+                continue
             convex_fuse(
                 rows, np.ones(rows.shape, np.float32), weights, gl, np.ones(gl.shape, np.float32),
                 gw, groups, 2, by_group,

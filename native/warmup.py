@@ -21,7 +21,7 @@ import numba
 from . import bm25, chunking, embedding, fusion, hnsw, static, structure, tokenize, topk
 from ._jit import CACHE
 
-__all__ = ["compile_all"]
+__all__ = ["compile_all", "start_query_compile"]
 
 # Kernel modules compiled by the helper process on a cold cache (measured
 # cold, one process, loaded machine: tokenize 20 s, bm25 19 s; embedding 2,
@@ -44,12 +44,13 @@ def _cached(dispatcher: object) -> bool:
     return os.path.exists(index)
 
 
-def _start_child() -> subprocess.Popen[bytes] | None:
-    if not CACHE or numba.config.DISABLE_JIT or all(_cached(d) for d in _CHILD_PROBES):
+def _start_child(
+    code: str | None = None, probes: tuple[object, ...] = _CHILD_PROBES
+) -> subprocess.Popen[bytes] | None:
+    if not CACHE or numba.config.DISABLE_JIT or all(_cached(d) for d in probes):
         return None
-    code = "; ".join(
-        f"from fastrag._native import {m}; {m}.warmup()" for m in _CHILD_MODULES
-    )
+    if code is None:
+        code = "; ".join(f"from fastrag._native import {m}; {m}.warmup()" for m in _CHILD_MODULES)
     # Run it where the installed package is found first: from a source checkout
     # (whose fastrag/ has no _native) the child could not import the kernels.
     top = sys.modules.get(__name__.split(".")[0])
@@ -80,3 +81,25 @@ def compile_all() -> None:
     bm25.warmup()
     fusion.warmup()
     static.warmup()  # after tokenize: it calls the tokenizer's kernel
+
+
+_QUERY_CODE = (
+    "from fastrag._native import bm25, fusion, topk; topk.warmup(); fusion.warmup(convex=False); "
+    "bm25.warmup_search(('exhaustive',), parallel=False)"
+)
+_QUERY_PROBES = (topk.scan_topk, fusion.rrf_fuse, bm25._exhaustive_serial)
+
+
+def start_query_compile() -> subprocess.Popen[bytes] | None:
+    """On a cold cache, compile a small knowledge base's question kernels in a child process.
+
+    Exact vector top-k, reciprocal-rank fusion and the exhaustive BM25 search
+    (what the questions of a knowledge base under
+    :data:`~.bm25.PRUNE_MIN_POSTINGS` postings run) are compiled into the
+    on-disk cache by a second process while this one builds: on two cores
+    the build and the question kernels compile at once. Wait for the child
+    (``.wait()``) before the first question, so that this process loads them
+    from the cache instead of compiling them again. None when there is
+    nothing to compile (warm cache, caching off, JIT disabled).
+    """
+    return _start_child(_QUERY_CODE, _QUERY_PROBES)

@@ -394,20 +394,35 @@ def test_pruning_skips_postings_and_keeps_results():
     queries += ["w0", "w0 w1", "w0 w0 w0 w399", "w1 w2 w3 w4 w5 w6 w7"]
     index = BM25Index.from_texts(texts, Tokenizer(stopwords=None))
     for k in (1, 10, 50):
-        pruned = index.search(queries, k)
+        pruned = index.search(queries, k, method="maxscore")
         full = index.search(queries, k, method="exhaustive")
         assert np.array_equal(pruned[0], full[0]) and np.array_equal(pruned[1], full[1])
         mask = rng.random(index.n_rows) < 0.3
-        pruned = index.search(queries, k, mask=mask)
+        pruned = index.search(queries, k, mask=mask, method="maxscore")
         full = index.search(queries, k, mask=mask, method="exhaustive")
         assert np.array_equal(pruned[0], full[0]) and np.array_equal(pruned[1], full[1])
-    read = index.postings_read(index.tokenizer.tokenize(queries), 10)
+    read = index.postings_read(index.tokenizer.tokenize(queries), 10, method="maxscore")
+    assert index.n_postings >= kernels.PRUNE_MIN_POSTINGS  # so "auto" prunes here
+    assert np.array_equal(index.postings_read(index.tokenizer.tokenize(queries), 10), read)
     full = index.postings_read(index.tokenizer.tokenize(queries), 10, method="exhaustive")
     assert np.array_equal(full[:, 0], full[:, 1]) and np.array_equal(full[:, 1], read[:, 1])
     # windows of 256 rows (the corpus is smaller than one default window)
     words = [q.split() for q in queries]
     *_, small = kernel_search(index, words, 10, None, block_size=16, window=256, method="maxscore")
     assert small[:, 0].sum() < 0.5 * small[:, 1].sum()  # most postings are never scored
+
+
+def test_auto_scores_a_small_index_in_full(tok):
+    index = BM25Index.from_texts(TEXTS, tok)
+    assert index.n_postings < kernels.PRUNE_MIN_POSTINGS
+    tokens = index.tokenizer.tokenize(["leave policy days", "expense"])
+    full = index.postings_read(tokens, 3, method="exhaustive")
+    assert np.array_equal(index.postings_read(tokens, 3), full)  # "auto": every posting
+    assert np.array_equal(full[:, 0], full[:, 1])
+    assert np.array_equal(
+        index.search(["leave policy days"], 3)[0],
+        index.search(["leave policy days"], 3, method="maxscore")[0],
+    )
 
 
 @pytest.mark.parametrize("block_size", [1, 2, 3, 128])

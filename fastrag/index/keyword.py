@@ -513,7 +513,7 @@ class BM25Index:
         *,
         mask: np.ndarray | None = None,
         threads: int | None = None,
-        method: str = "maxscore",
+        method: str = "auto",
     ) -> tuple[np.ndarray, np.ndarray]:
         """Return the best ``k`` rows of every question by BM25 score.
 
@@ -528,10 +528,13 @@ class BM25Index:
             filters); masked rows are never returned.
         threads : int, optional
             Numba threads for this call.
-        method : {"maxscore", "exhaustive"}, default "maxscore"
+        method : {"auto", "maxscore", "exhaustive"}, default "auto"
             Block-max MaxScore, which skips the postings that cannot change
             the top ``k``, or every posting of every query term (the
-            reference). Both return the same rows and scores.
+            reference). Both return the same rows and scores. ``"auto"``
+            prunes an index of at least 32,768 postings
+            (``fastrag._native.bm25.PRUNE_MIN_POSTINGS``) and scores a
+            smaller one in full.
 
         Returns
         -------
@@ -571,7 +574,7 @@ class BM25Index:
         *,
         mask: np.ndarray | None = None,
         threads: int | None = None,
-        method: str = "maxscore",
+        method: str = "auto",
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search`, for tokenised queries.
 
@@ -587,7 +590,7 @@ class BM25Index:
             Eligible rows.
         threads : int, optional
             Numba threads for this call.
-        method : {"maxscore", "exhaustive"}, default "maxscore"
+        method : {"auto", "maxscore", "exhaustive"}, default "auto"
             As for :meth:`search`.
 
         Returns
@@ -609,7 +612,7 @@ class BM25Index:
         *,
         mask: np.ndarray | None = None,
         threads: int | None = None,
-        method: str = "maxscore",
+        method: str = "auto",
     ) -> np.ndarray:
         """How many postings a search reads, per query (what pruning saves).
 

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .._native import fusion as _fusion_kernels
+from .._native._jit import readonly
 from .._threads import threads as _threads
 from ..embed.base import query_vectors
 from ..errors import ConfigError
@@ -55,6 +56,8 @@ from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery, chat_callable
 __all__ = ["Ranked", "Retriever", "redacting_chat"]
 
 log = logging.getLogger(__name__)
+
+_NO_GROUPS = np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -370,7 +373,8 @@ class Retriever:
             group_lists = np.zeros((0, m, 1), dtype=np.int64)
             group_weights = np.zeros(0, dtype=np.float64)
         needs_groups = doc_rows is not None or group_by is not None
-        groups = store.row_docs() if needs_groups else np.zeros(0, np.int64)
+        # read-only either way, so the kernels have one signature (see _native._jit.readonly)
+        groups = readonly(np.ascontiguousarray(store.row_docs() if needs_groups else _NO_GROUPS))
         with _threads(threads, work=stacked.size * 64):
             if plan.method == "convex" and mode == "hybrid":
                 docs = [doc_scores] if doc_rows is not None else []
@@ -378,12 +382,12 @@ class Retriever:
                     stacked, _stack_scores(leg_scores, stacked.shape),
                     np.array(weights, np.float64), group_lists,
                     _stack_scores(docs, group_lists.shape), group_weights,
-                    np.ascontiguousarray(groups), k, group_by == "doc",
+                    groups, k, group_by == "doc",
                 )  # fmt: skip
             else:
                 rows, scores = _fusion_kernels.rrf_fuse(
                     stacked, np.array(weights, dtype=np.float64), group_lists, group_weights,
-                    np.ascontiguousarray(groups), float(cfg.rrf_k), k, group_by == "doc",
+                    groups, float(cfg.rrf_k), k, group_by == "doc",
                 )  # fmt: skip
         if mode != "hybrid":  # one leg, grouped: report that leg's own scores
             source = vec_scores if mode == "vector" else key_scores
