@@ -474,7 +474,7 @@ class KnowledgeBase:
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: str = "table", **shorthand: Any,
-    ) -> pa.Table | list[Answer | None]:  # fmt: skip
+    ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]:  # fmt: skip
         """Answer many questions: the same stages as :meth:`answer`, batched where a stage allows.
 
         One embedding call and one search per leg for each block of
@@ -487,10 +487,12 @@ class KnowledgeBase:
         Returns a :class:`pyarrow.Table` (``output="table"``, see
         :data:`~fastrag.answer.table.ANSWER_BATCH_SCHEMA`) or, with
         ``output="answers"``, a list of :class:`~fastrag.Answer` (``None``
+        for a failed question), or with ``output="results"`` a list of
+        ``(answer, error)`` pairs (the answer None and the error's text set
         for a failed question).
         """
-        if output not in ("table", "answers"):
-            raise ConfigError(f"output must be 'table' or 'answers', got {output!r}")
+        if output not in ("table", "answers", "results"):
+            raise ConfigError(f"output must be 'table', 'answers' or 'results', got {output!r}")
         ropts, aopts = parse_options(shorthand, retrieval, options)
         questions = self._questions(questions, "answer_batch", "answer")
         k, corpus = check_k(k), self._corpus
@@ -502,6 +504,8 @@ class KnowledgeBase:
         )  # fmt: skip
         done = [a for a in answers if a is not None]
         self._count(retrievals=len({a.question for a in done}), answers=done)
+        if output == "results":
+            return list(zip(answers, errors))
         return answers if output == "answers" else answers_table(questions, answers, errors)
 
     # -- introspection -------------------------------------------------------------

@@ -122,3 +122,15 @@ def test_every_option_works_where_it_means_something(kb):
     assert len({h.doc_id for h in grouped.hits}) == len(grouped.hits)
     with pytest.raises(ConfigError, match="ExtractiveGenerator"):
         kb.answer_batch(["年假怎么申请？"], schema={"type": "object"})
+
+
+def test_batch_results_pair_each_answer_with_its_error(kb):
+    qs = ["How many days of annual leave?", "", "x" * 20_000]
+    results = kb.answer_batch(qs, 3, output="results")
+    table = kb.answer_batch(qs, 3)
+    answers = kb.answer_batch(qs, 3, output="answers")
+    assert [a is None for a, _ in results] == [False, True, True] == [a is None for a in answers]
+    assert results[0][1] is None and "empty" in results[1][1] and "20,000" in results[2][1]
+    assert [why for _, why in results] == table.column("error").to_pylist()
+    with pytest.raises(ConfigError, match="'results'"):
+        kb.answer_batch(qs, 3, output="rows")

@@ -18,6 +18,7 @@ from fastrag import (
     Principal,
     QueryRewriter,
     RetrievalConfig,
+    RetrievalOptions,
 )
 from fastrag.errors import ConfigError
 from fastrag.retrieve.rerank import apply_reranker
@@ -377,6 +378,41 @@ def test_llm_rewriter_falls_back_on_any_failure():
         assert out.source == "rules" and out.intent == "procedural"
     out = LLMRewriter(good)("How do I request leave?")
     assert out.source == "llm" and out.keywords.startswith("annual leave request days")
+
+
+def test_history_reaches_a_model_rewriter_redacted_and_is_checked(demo_kb):
+    sent = []
+
+    def chat(messages, **kw):
+        sent.append(messages)
+        return '{"query": "annual leave request days", "intent": "factual"}', {}
+
+    history = [("user", "Tell me about leave; mail me at ann@example.com"),
+               {"role": "assistant", "content": "There are 15 days a year."}]  # fmt: skip
+    kb = demo_kb
+    old = kb.rewriter
+    kb.rewriter = LLMRewriter(chat)
+    try:
+        kb.retrieve("And how early?", k=3, history=history)
+        kb.retrieve("And how early?", k=3, rewrite=False, history=history)  # no rewrite: no call
+    finally:
+        kb.rewriter = old
+    assert len(sent) == 1
+    roles = [m["role"] for m in sent[0]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert "ann@example.com" not in sent[0][1]["content"] and "leave" in sent[0][1]["content"]
+    assert sent[0][-1]["content"] == "And how early?"
+    sent.clear()
+    assert LLMRewriter(chat, follow_ups_only=True)("How do I request leave?").source == "rules"
+    assert not sent  # alone: no model call
+    assert LLMRewriter(chat, follow_ups_only=True)("And?", history=history).source == "llm"
+    for bad, match in [
+        ([("system", "x")], "role"), ([("user", 3)], "content"), ("user: hi", "sequence"),
+        ([("user", "x")] * 21, "at most 20"), ([("user", "x" * 10_001)], "10,001"),
+        ([("user",)], "pair"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            RetrievalOptions(history=bad)
 
 
 # -- reranking --------------------------------------------------------------------

@@ -167,6 +167,14 @@ def test_answer_batch_plain_and_streamed(server):
     assert events[-1] == ("done", {"questions": 2})
 
 
+def test_answer_batch_names_why_one_question_failed(server):
+    qs = [LEAVE_Q, "leave " * 2_000]  # the second is over the 10,000-character limit
+    rows = post(server, "/v1/answer/batch", {"questions": qs}).json()["results"]
+    assert rows[0]["found"] is True and rows[1]["index"] == 1 and rows[1]["question"] == qs[1]
+    assert rows[1]["error"]["type"] == "answer_failed"
+    assert "12,000 characters" in rows[1]["error"]["message"]
+
+
 def test_kbs_models_health(server):
     kbs = httpx.get(server.url + "/v1/kbs").json()["kbs"]
     assert [k["name"] for k in kbs] == ["policies", "other"]

@@ -186,3 +186,36 @@ def test_model_failure_is_a_502_json_error(llm_server):
     events = sse_events(httpx.post(s.url + "/v1/answer", json={"question": Q, "stream": True}).text)
     assert events[0][0] == "hits" and events[-1][0] == "error"
     assert events[-1][1]["error"]["type"] == "model_error" and "model-key" not in str(events)
+
+
+def test_earlier_turns_reach_the_rewriter_as_history(llm_server):
+    s, model = llm_server
+
+    def reply(body):
+        if body["messages"][0]["content"].startswith("Rewrite the user's question"):
+            return '{"query": "annual leave requests days in advance", "intent": "factual"}'
+        return "Requests are due 3 days ahead [1]"
+
+    model.chat_answer = reply
+    turns = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Tell me about annual leave. My phone is 13812345678."},
+        {"role": "assistant", "content": "Annual leave is 15 days a year."},
+        {"role": "user", "content": "And how early must I ask for it?"},
+    ]
+    with openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0) as c:
+        c.chat.completions.create(model="policies", messages=turns[-1:])
+        alone = [r.body for r in model.requests_to("/v1/chat/completions")]
+        model.clear()
+        out = c.chat.completions.create(model="policies", messages=turns)
+    # A question asked alone is rewritten by the rules: only the answer reaches the model.
+    assert [b["messages"][0]["content"].startswith("Rewrite") for b in alone] == [False]
+    rewrite, answer = [r.body for r in model.requests_to("/v1/chat/completions")]
+    sent = rewrite["messages"]
+    assert sent[0]["role"] == "system" and sent[0]["content"].startswith("Rewrite")
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]  # no system turn
+    assert "annual leave" in sent[1]["content"] and "13812345678" not in sent[1]["content"]
+    assert sent[-1]["content"] == turns[-1]["content"]
+    assert out.choices[0].message.content.startswith("Requests are due")
+    hits = out.model_extra["fastrag"]["hits"]
+    assert any("advance" in h["text"] for h in hits)  # found through the rewritten query

@@ -45,6 +45,7 @@ from .filters import Principal
 
 __all__ = [
     "MAX_K",
+    "MAX_HISTORY_TURNS",
     "MAX_QUESTION_CHARS",
     "MODES",
     "RetrievalConfig",
@@ -62,6 +63,12 @@ MAX_K = 100_000
 
 MAX_QUESTION_CHARS = 10_000
 """Default longest question, in characters (:attr:`RetrievalConfig.max_question_chars`)."""
+
+MAX_HISTORY_TURNS = 20
+"""Most earlier turns :attr:`RetrievalOptions.history` holds (each at most
+:data:`MAX_QUESTION_CHARS` characters)."""
+
+HISTORY_ROLES = ("user", "assistant")
 
 GROUP_BY = (None, "doc")
 
@@ -229,8 +236,10 @@ class RetrievalOptions:
     group_by: str | None = None
     threads: int | None = None
     acl_statistics: str = "global"
+    history: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "history", check_history(self.history))
         if self.acl_statistics not in ("global", "per_principal"):
             raise ConfigError(
                 f"acl_statistics must be 'global' or 'per_principal', got {self.acl_statistics!r}"
@@ -303,3 +312,33 @@ def split_options(
 
 RETRIEVAL_FIELDS = _RETRIEVAL_FIELDS
 """Field names of :class:`RetrievalOptions`."""
+
+
+def check_history(history: Any) -> tuple[tuple[str, str], ...]:
+    """Earlier conversation turns as ``((role, content), ...)``, or :class:`ConfigError`."""
+    if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
+        raise ConfigError(
+            f"history must be a sequence of (role, content) turns, got {type(history).__name__}"
+        )
+    if len(history) > MAX_HISTORY_TURNS:
+        raise ConfigError(
+            f"history holds {len(history)} turns; at most {MAX_HISTORY_TURNS} (keep the latest)"
+        )
+    turns = []
+    for i, turn in enumerate(history):
+        if isinstance(turn, Mapping):
+            role, content = turn.get("role"), turn.get("content")
+        elif isinstance(turn, (tuple, list)) and len(turn) == 2:
+            role, content = turn
+        else:
+            raise ConfigError(f"history[{i}] must be a (role, content) pair or a mapping")
+        if role not in HISTORY_ROLES:
+            raise ConfigError(f"history[{i}]: role must be 'user' or 'assistant', got {role!r}")
+        if not isinstance(content, str):
+            raise ConfigError(f"history[{i}]: content must be a str, got {type(content).__name__}")
+        if len(content) > MAX_QUESTION_CHARS:
+            raise ConfigError(
+                f"history[{i}] has {len(content):,} characters, more than {MAX_QUESTION_CHARS:,}"
+            )
+        turns.append((role, content))
+    return tuple(turns)

@@ -31,6 +31,7 @@ Everything here works on a corpus built by hand, without a knowledge base.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,16 @@ class _Legs:
     keyword_rows: np.ndarray | None
     keyword_scores: np.ndarray | None
     keyword_weight: np.ndarray | None  # per question: the sum of its tokens' idf
+
+
+def _takes_history(rewriter: Any) -> bool:
+    """Whether ``rewriter`` accepts ``history=`` (fastrag's rewriters do; a plain callable may not)."""
+    if isinstance(rewriter, (LLMRewriter, QueryRewriter)):
+        return True
+    try:
+        return "history" in inspect.signature(rewriter).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def redacting_chat(chat: Any, redactor: Redactor) -> Callable[..., Any]:
@@ -194,6 +205,8 @@ class Retriever:
             rewriter = dataclasses.replace(
                 rewriter, chat=redacting_chat(rewriter.chat, self.redactor)
             )
+        if options.history and _takes_history(rewriter):
+            return [rewriter(q, history=options.history) for q in questions]
         return [rewriter(q) for q in questions]
 
     def rerank(

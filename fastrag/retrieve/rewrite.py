@@ -125,8 +125,8 @@ class QueryRewriter:
         object.__setattr__(self, "synonyms", table)
         object.__setattr__(self, "stopwords", frozenset(w.lower() for w in self.stopwords))
 
-    def __call__(self, question: str) -> RewrittenQuery:
-        """Rewrite one question."""
+    def __call__(self, question: str, history: Sequence[tuple[str, str]] = ()) -> RewrittenQuery:
+        """Rewrite one question (rules see only the question: ``history`` is ignored)."""
         text = _normalise(question)
         stripped = CHINESE_QUESTION_PHRASES.sub(" ", text)
         words = [w for w in _WORD.findall(stripped) if w not in self.stopwords]
@@ -164,7 +164,9 @@ def chat_callable(chat: Any) -> Any:
 _LLM_PROMPT = (
     "Rewrite the user's question into a short search query for a keyword and vector search "
     "engine over a company knowledge base. Keep the question's language. Keep names, numbers "
-    "and terms exactly; add at most three close synonyms. Answer with JSON only: "
+    "and terms exactly; add at most three close synonyms. Earlier turns of the conversation, "
+    "when given, come before the question: use them only to resolve what the question refers "
+    "to, and search for what the last question asks. Answer with JSON only: "
     '{"query": "...", "intent": "factual" | "procedural" | "analytical"}'
 )
 
@@ -181,21 +183,34 @@ class LLMRewriter:
     fallback : QueryRewriter, optional
         The rule-based rewriter used when the model fails or answers badly;
         the fallback is logged and recorded in :attr:`RewrittenQuery.fallback`.
+    follow_ups_only : bool, default False
+        Ask the model only about questions that come with a conversation
+        (``history``); a question asked alone gets the rule-based rewrite,
+        without a model call.
     """
 
     chat: Any
     fallback: QueryRewriter = field(default_factory=QueryRewriter)
+    follow_ups_only: bool = False
 
     def __post_init__(self) -> None:
         chat_callable(self.chat)  # fail now on an object that cannot chat
 
-    def __call__(self, question: str) -> RewrittenQuery:
-        """Rewrite one question (never raises on a model failure)."""
+    def __call__(self, question: str, history: Sequence[tuple[str, str]] = ()) -> RewrittenQuery:
+        """Rewrite one question, reading ``history`` (earlier ``(role, content)`` turns).
+
+        Never raises on a model failure: the rule-based rewrite of the
+        question alone is returned, with the reason in ``fallback``.
+        """
         base = self.fallback(question)
+        if self.follow_ups_only and not history:
+            return base
+        turns = [{"role": role, "content": content} for role, content in history]
         try:
             text, _ = chat_callable(self.chat)(
-                [{"role": "system", "content": _LLM_PROMPT}, {"role": "user", "content": question}]
-            )
+                [{"role": "system", "content": _LLM_PROMPT}, *turns,
+                 {"role": "user", "content": question}]
+            )  # fmt: skip
             query, intent = _parse_rewrite(text, base.intent)
         except Exception as exc:  # noqa: BLE001 - any failure means the rule-based rewrite
             reason = f"{type(exc).__name__}: {exc}"

@@ -58,6 +58,7 @@ from ..errors import (
     StageTimeoutError,
 )
 from ..types import Answer
+from ..retrieve.options import MAX_HISTORY_TURNS
 from .keys import TRUSTED, Caller, KeyRing, presented_key
 from .metrics import CONTENT_TYPE, Metrics
 from .registry import Registry, Served
@@ -167,13 +168,18 @@ class Service:
     def __init__(self, settings: ServeSettings, registry: Registry | None = None) -> None:
         self.settings = settings
         self.keys = KeyRing.from_file(settings.keys) if settings.keys else None
-        self.registry = registry if registry is not None else Registry(settings.kbs)
-        self.metrics = Metrics()
         self.generator: Any = None
+        rewriter = None
         if settings.llm:
             from ..answer.chat import OpenAIChatGenerator
+            from ..retrieve.rewrite import LLMRewriter
 
             self.generator = OpenAIChatGenerator()
+            # A chat's follow-up ("and for contractors?") is rewritten by the model
+            # from the conversation; a question asked alone keeps the rule-based rewrite.
+            rewriter = LLMRewriter(self.generator, follow_ups_only=True)
+        self.registry = registry if registry is not None else Registry(settings.kbs, rewriter)
+        self.metrics = Metrics()
         self.inline = settings.engine_threads == 0
         self.engine_limiter = anyio.CapacityLimiter(max(1, settings.engine_threads))
         self.model_limiter = anyio.CapacityLimiter(settings.model_threads)
@@ -540,14 +546,14 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
 
         return _stream(_guarded(svc, "answer_batch", events()))
     kb, snapshot = served.current
-    answers = await svc.call(
-        kb.answer_batch, questions, k, model_bound=svc.model_bound, output="answers", **args
+    results = await svc.call(
+        kb.answer_batch, questions, k, model_bound=svc.model_bound, output="results", **args
     )
     rows: list[dict[str, Any]] = []
-    for i, (question, ans) in enumerate(zip(questions, answers)):
-        if ans is None:  # the engine reports a failed question as None in this form
+    for i, (question, (ans, why)) in enumerate(zip(questions, results)):
+        if ans is None:  # the question's own failure: the others are answered
             rows.append({"index": i, "question": question, **error_body(
-                "answer_failed", "this question could not be answered (the server's log has why)"
+                "answer_failed", why or "this question could not be answered"
             )})  # fmt: skip
             continue
         svc.answered(served.name, ans.found, bool(ans.citations))
@@ -586,14 +592,16 @@ def _usage(ans: Answer) -> dict[str, int]:
     }
 
 
-def _chat_question(req: ChatRequest) -> str:
-    users = [m for m in req.messages if m.role == "user"]
-    if not users:
+def _chat_question(req: ChatRequest) -> tuple[str, list[tuple[str, str]]]:
+    """The last user message, and the user and assistant turns before it (the rewriter's history)."""
+    last = max((i for i, m in enumerate(req.messages) if m.role == "user"), default=None)
+    if last is None:
         raise RequestError("messages: no 'user' message holds a question", type="invalid_value")
-    question = users[-1].text()
+    question = req.messages[last].text()
     if not question.strip():
         raise RequestError("messages: the last user message is empty", type="invalid_value")
-    return question
+    turns = [(m.role, m.text()) for m in req.messages[:last] if m.role in ("user", "assistant")]
+    return question, turns[-MAX_HISTORY_TURNS:]
 
 
 @endpoint("chat_completions")
@@ -602,10 +610,11 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
     if req.n != 1:
         raise RequestError("field 'n': only n=1 is supported", type="invalid_value")
     k = check_k(req.k, svc.settings.max_k)
-    question = _chat_question(req)
+    question, history = _chat_question(req)
     served = svc.served(req.model, caller)
     args = {
         "generator": svc.generator,
+        "history": history,
         "mode": req.mode,
         "where": req.where,
         "principal": caller.principal,

@@ -76,8 +76,8 @@ class Current(NamedTuple):
     snapshot: str | None
 
 
-def _open(path: Path) -> Current:
-    kb = KnowledgeBase.load(path)
+def _open(path: Path, rewriter: Any = None) -> Current:
+    kb = KnowledgeBase.load(path, rewriter=rewriter)
     _warm(kb)
     return Current(kb, kb.stats()["snapshot"])
 
@@ -127,13 +127,14 @@ class Registry:
         What to serve; each is loaded (and warmed) now.
     """
 
-    def __init__(self, kbs: tuple[tuple[str, str], ...]) -> None:
+    def __init__(self, kbs: tuple[tuple[str, str], ...], rewriter: Any = None) -> None:
+        self._rewriter = rewriter  # the query rewriter of every knowledge base (None: the rules)
         self._served: dict[str, Served] = {}
         self._lock = threading.Lock()
         for name, path in kbs:
             root = Path(path)
             stamp = _stamp(root)
-            self._served[name] = Served(name, root, _open(root), stamp)
+            self._served[name] = Served(name, root, _open(root, self._rewriter), stamp)
         self.default = kbs[0][0]
 
     def __iter__(self) -> Iterator[Served]:
@@ -180,7 +181,7 @@ class Registry:
                     current = read_manifest(served.path).current
                     if current != served.current.snapshot:
                         # One assignment: requests in flight keep the object they hold.
-                        served.current = _open(served.path)
+                        served.current = _open(served.path, self._rewriter)
                         switched.append(served.name)
                         _log.info("%s: now serving snapshot %s", served.name, current)
                 except FastragError as exc:
