@@ -412,6 +412,25 @@ def test_pruning_skips_postings_and_keeps_results():
     assert small[:, 0].sum() < 0.5 * small[:, 1].sum()  # most postings are never scored
 
 
+def test_auto_scores_long_queries_in_full_and_keeps_results():
+    rng = np.random.default_rng(9)
+    vocab = [f"w{i}" for i in range(300)]
+    texts = [" ".join(rng.choice(vocab, int(rng.integers(5, 30)))) for _ in range(3000)]
+    index = BM25Index.from_texts(texts, Tokenizer(stopwords=None))
+    assert index.n_postings >= kernels.PRUNE_MIN_POSTINGS
+    long_q = " ".join(rng.choice(vocab, kernels.PRUNE_MAX_TOKENS + 1))
+    queries = ["w1 w2", long_q, "w7", long_q + " w8", "w3 w4 w5"]
+    mask = rng.random(index.n_rows) < 0.5
+    for m in (None, mask):
+        auto = index.search(queries, 7, mask=m)
+        full = index.search(queries, 7, mask=m, method="exhaustive")
+        assert np.array_equal(auto[0], full[0]) and np.array_equal(auto[1], full[1])
+    read = index.postings_read(index.tokenizer.tokenize(queries), 7)
+    pruned = index.postings_read(index.tokenizer.tokenize(queries), 7, method="maxscore")
+    assert np.array_equal(read[[1, 3], 0], read[[1, 3], 1])  # long: every posting
+    assert np.array_equal(read[[0, 2, 4]], pruned[[0, 2, 4]])  # short: pruned as before
+
+
 def test_auto_scores_a_small_index_in_full(tok):
     index = BM25Index.from_texts(TEXTS, tok)
     assert index.n_postings < kernels.PRUNE_MIN_POSTINGS

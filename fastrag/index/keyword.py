@@ -534,7 +534,8 @@ class BM25Index:
             reference). Both return the same rows and scores. ``"auto"``
             prunes an index of at least 32,768 postings
             (``fastrag._native.bm25.PRUNE_MIN_POSTINGS``) and scores a
-            smaller one in full.
+            smaller one in full, as it does a query of more than 48 tokens
+            (``PRUNE_MAX_TOKENS``), where pruning costs more than it saves.
 
         Returns
         -------
