@@ -229,7 +229,9 @@ def answer_fragments(texts: list[str], n: int, window: int, overlap: int) -> Non
                         bad = True
                     break
             cut += bad
-        print(f"  {mode:<10} found {found:>4}, of which {cut:>4} ({cut / max(1, found):.1%}) cut a word")
+        print(
+            f"  {mode:<10} found {found:>4}, of which {cut:>4} ({cut / max(1, found):.1%}) cut a word"
+        )
 
 
 if __name__ == "__main__":

@@ -290,9 +290,7 @@ class ClientConfig:
                 try:
                     values[field] = parse(raw)
                 except ValueError:
-                    raise ConfigError(
-                        f"{var}={raw!r} is not a valid {parse.__name__}"
-                    ) from None
+                    raise ConfigError(f"{var}={raw!r} is not a valid {parse.__name__}") from None
         values.update(given)
         if "base_url" not in values:
             raise ConfigError(
@@ -305,7 +303,8 @@ class ClientConfig:
             return cls(**values)
         except ConfigError as exc:
             from_env = sorted(
-                var for var, (field, _) in _NUMERIC_ENV.items()
+                var
+                for var, (field, _) in _NUMERIC_ENV.items()
                 if field in values and field not in given and field in str(exc)
             )
             if from_env:

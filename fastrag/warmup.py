@@ -54,7 +54,14 @@ def _exercise() -> None:
     with tempfile.TemporaryDirectory(prefix="fastrag-warmup-") as tmp:
         for index in ("exact", "hnsw"):
             kb = KnowledgeBase.build(_DOCS, window=40, overlap=8, index=index)
-            kb.add([{"id": "more", "text": "Remote work is allowed two days a week. 远程办公每周两天。"}])
+            kb.add(
+                [
+                    {
+                        "id": "more",
+                        "text": "Remote work is allowed two days a week. 远程办公每周两天。",
+                    }
+                ]
+            )
             kb.delete(["more"])
             kb.compact()
             path = Path(tmp) / index
@@ -63,7 +70,9 @@ def _exercise() -> None:
                 for mode in ("hybrid", "vector", "keyword"):
                     for exact in (False, True):
                         kb.retrieve(_QUESTIONS[0], k=3, mode=mode, exact=exact)
-                        kb.retrieve(_QUESTIONS[1], k=3, mode=mode, exact=exact, where={"team": "hr"})
+                        kb.retrieve(
+                            _QUESTIONS[1], k=3, mode=mode, exact=exact, where={"team": "hr"}
+                        )
                         kb.retrieve(_QUESTIONS[2], k=3, mode=mode, exact=exact, principal=principal)
                     kb.retrieve(_QUESTIONS[0], k=3, mode=mode, group_by="doc")
                     for threads in sorted({1, max_threads()}):  # serial and parallel kernels

@@ -159,6 +159,7 @@ _OVERSAMPLE_RETRIES = 2
 filter: a random filter fills nearly every row at the first try; a row still
 short after a 16x wider search has its eligible labels far from the query."""
 
+
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ConfigError(f"{name} must be an int, got {value!r}")
@@ -872,7 +873,9 @@ class HnswIndex:
                 # A mapped graph cannot grow: hand it to hnswlib (a copy in memory).
                 mapped = self._index
                 with _hnswlib_errors("load the graph to add vectors"):
-                    index = mapped.to_hnswlib(max(self._max_elements, mapped.get_current_count() + n))
+                    index = mapped.to_hnswlib(
+                        max(self._max_elements, mapped.get_current_count() + n)
+                    )
                 self._index = index
                 self._lock.forget_ef()  # the next reader sets its ef in hnswlib
                 mapped.close()
@@ -1025,7 +1028,9 @@ class HnswIndex:
         if ef is not None:
             ef = _check_int("ef", ef, 1)
             if ef < k:
-                raise ConfigError(f"ef must be >= k (got ef={ef}, k={k}): hnswlib keeps ef candidates")
+                raise ConfigError(
+                    f"ef must be >= k (got ef={ef}, k={k}): hnswlib keeps ef candidates"
+                )
         q = _check_queries(queries, self._dim)
         nthreads = _resolve_threads(threads)
         mask = None if eligible is None else self._check_eligible(eligible)
@@ -1057,8 +1062,13 @@ class HnswIndex:
             ) from short.__cause__
         wider = max(k, min(self._n_live, 4 * ef_call))
         return self.search(
-            q, k, eligible=eligible, ef=wider, threads=threads,
-            allow_exact=allow_exact, strategy=strategy,
+            q,
+            k,
+            eligible=eligible,
+            ef=wider,
+            threads=threads,
+            allow_exact=allow_exact,
+            strategy=strategy,
         )
 
     def _search(

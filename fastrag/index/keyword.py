@@ -883,5 +883,3 @@ def _check_tokens(tokens: object) -> Tokens:
     if h.flags.c_contiguous and o.flags.c_contiguous:
         return tokens
     return Tokens(np.ascontiguousarray(h), np.ascontiguousarray(o))
-
-

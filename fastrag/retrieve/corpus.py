@@ -197,7 +197,9 @@ def build_corpus(
                 "with text or a fitted embedder"
             )
         embedder.fit_counts(counter.total())
-    elif getattr(embedder, "fitted", True) is False and callable(getattr(embedder, "fit_utf8", None)):
+    elif getattr(embedder, "fitted", True) is False and callable(
+        getattr(embedder, "fit_utf8", None)
+    ):
         # An embedder that learns from the chunks: a static table distilled from a teacher.
         embedder.fit_utf8(
             [(p.chunks.text_data, p.chunks.text_offsets) for p in pending if p.chunks is not None],

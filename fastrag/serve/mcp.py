@@ -149,7 +149,11 @@ def build_mcp(
         try:
             ans = await anyio.to_thread.run_sync(
                 lambda: current.kb.answer(
-                    question, check(k), generator=generator, principal=caller.principal, threads=threads
+                    question,
+                    check(k),
+                    generator=generator,
+                    principal=caller.principal,
+                    threads=threads,
                 )
             )
         except FastragError as exc:

@@ -87,7 +87,14 @@ class ServeSettings:
                 )
         if len(set(names)) != len(names):
             raise ConfigError(f"knowledge-base names must be distinct, got {names}")
-        for name in ("max_body", "max_queue", "engine_threads", "model_threads", "max_k", "max_batch"):
+        for name in (
+            "max_body",
+            "max_queue",
+            "engine_threads",
+            "model_threads",
+            "max_k",
+            "max_batch",
+        ):
             value = getattr(self, name)
             low = 0 if name == "engine_threads" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:

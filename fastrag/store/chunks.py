@@ -57,6 +57,7 @@ HIT_TABLE = pa.schema(
 )
 """Columns of a batched retrieval: one row per (question, hit), by question then rank."""
 
+
 def hits_table(hits: Sequence[Sequence[Hit]]) -> pa.Table:
     """Hits per question as :data:`HIT_TABLE` rows (for hits reordered after the search)."""
     rows = [(q, r, h) for q, hs in enumerate(hits) for r, h in enumerate(hs, 1)]
@@ -123,9 +124,7 @@ def chunk_schema(dim: int, *, legacy: bool = False) -> pa.Schema:
 
 def _with_section(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A legacy batch with an all-null ``section`` column appended (no other column copied)."""
-    return batch.append_column(
-        pa.field("section", _DICT_STR), pa.nulls(batch.num_rows, _DICT_STR)
-    )
+    return batch.append_column(pa.field("section", _DICT_STR), pa.nulls(batch.num_rows, _DICT_STR))
 
 
 def _dict_column(values: Sequence[str | None], take: np.ndarray) -> pa.DictionaryArray:
@@ -193,7 +192,6 @@ def _vector_view(batch: pa.RecordBatch, dim: int) -> np.ndarray:
     return view
 
 
-
 _UTC_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=zoneinfo.ZoneInfo("UTC"))
 
 
@@ -228,7 +226,9 @@ class _DictColumn:
 
     def __init__(self, arr: pa.DictionaryArray) -> None:
         ind = arr.indices
-        self.codes = np.frombuffer(ind.buffers()[1], dtype=np.int32)[ind.offset : ind.offset + len(ind)]
+        self.codes = np.frombuffer(ind.buffers()[1], dtype=np.int32)[
+            ind.offset : ind.offset + len(ind)
+        ]
         self.valid = _Valid(ind)
         self.dictionary = arr.dictionary
         self.seen: dict[int, Any] = {}
@@ -667,9 +667,7 @@ class ChunkStore:
             reader = self.segments[0].reader
             return [reader.record(i) for i in rows.tolist()]
         seg, local = self.locate(rows)
-        return [
-            self.segments[s].reader.record(i) for s, i in zip(seg.tolist(), local.tolist())
-        ]
+        return [self.segments[s].reader.record(i) for s, i in zip(seg.tolist(), local.tolist())]
 
     def hits(
         self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
@@ -706,7 +704,9 @@ class ChunkStore:
             for s in np.unique(seg).tolist():
                 pick = np.flatnonzero(seg == s)
                 got = self.segments[s].reader.hits(
-                    local[pick], [score_list[j] for j in pick.tolist()], [rel[j] for j in pick.tolist()]
+                    local[pick],
+                    [score_list[j] for j in pick.tolist()],
+                    [rel[j] for j in pick.tolist()],
                 )
                 for j, h in zip(pick.tolist(), got, strict=True):
                     out[j] = h
@@ -737,7 +737,9 @@ class ChunkStore:
             return [[] for _ in range(m)]
         valid = rows >= 0
         counts = valid.sum(axis=1)
-        flat = self.hits(rows[valid], scores[valid], None if relevance is None else relevance[valid])
+        flat = self.hits(
+            rows[valid], scores[valid], None if relevance is None else relevance[valid]
+        )
         out, start = [], 0
         for c in counts.tolist():
             out.append(flat[start : start + c])
@@ -927,7 +929,10 @@ class ChunkStore:
                 raise StoreCorruptedError(f"{path}: not recorded in the manifest")
             check_recorded(path, info, verify)
         batches = _read_ipc(
-            directory / CHUNKS_FILE, chunk_schema(dim), verify, legacy=chunk_schema(dim, legacy=True)
+            directory / CHUNKS_FILE,
+            chunk_schema(dim),
+            verify,
+            legacy=chunk_schema(dim, legacy=True),
         )
         if batches and batches[0].schema.names[-1] != "section":
             batches = [_with_section(b) for b in batches]

@@ -211,7 +211,9 @@ def file_documents(path: Path, doc_id: str, sha256: str | None = None) -> list[d
             where = str(path) if line is None else f"{path}:{line}"
             did = validate_document(doc)
             if did in seen:
-                raise DuplicateDocumentError(f"{where}: document id {did!r} appears twice in the file")
+                raise DuplicateDocumentError(
+                    f"{where}: document id {did!r} appears twice in the file"
+                )
             seen[did] = line
             doc["origin"] = str(path)
             doc["origin_sha256"] = digest
@@ -407,7 +409,9 @@ def read_questions(path: str | Path) -> Iterator[Question]:
             reader = csv.DictReader(fh)
             names = reader.fieldnames or []
             if "question" not in names and "text" not in names:
-                raise DocumentError(f"{path}: needs a header row with a 'question' or 'text' column")
+                raise DocumentError(
+                    f"{path}: needs a header row with a 'question' or 'text' column"
+                )
             for i, row in enumerate(reader):
                 yield Question(i, *_question_fields(row))
     elif suffix == ".parquet":

@@ -70,6 +70,7 @@ def rich_documents(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
     """The documents of a PDF, HTML or Word file (its loader module's ``load``)."""
     return _RICH[path.suffix.lower()].load(path, doc_id)
 
+
 OnError = Callable[[Path | str, str], None]
 """``on_error(source, reason)``: told about a source that was skipped."""
 
