@@ -274,7 +274,7 @@ def main() -> None:
                                                        show_progress=False)),
         ]  # fmt: skip
         best = {name: np.full(len(single_q), np.inf) for name, _ in calls}
-        for name, fn in calls:
+        for _name, fn in calls:
             fn(0)
         for rep in range(args.repeat):
             for i in range(len(single_q)):

@@ -270,6 +270,7 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    """``fastrag index``: build a knowledge base from sources, or sync an existing one."""
     failures = _Failures()
     if not args.overwrite and (Path(args.kb) / "manifest.json").is_file():
         return _sync_index(args, failures)
@@ -321,6 +322,7 @@ def _generator(args: argparse.Namespace) -> Any:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    """``fastrag ask``: answer one question, citing the chunks it stands on."""
     kb = KnowledgeBase.load(args.kb)
     ans = kb.answer(
         args.question, k=args.k, threads=args.threads, generator=_generator(args), mode=args.mode
@@ -333,6 +335,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    """``fastrag batch``: answer a file of questions into a .jsonl or .parquet file."""
     if args.engine == "ray":
         from .batch.distributed import answer_file_ray
 
@@ -375,6 +378,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    """``fastrag query``: print the chunks most similar to each question (no answer)."""
     kb = KnowledgeBase.load(args.kb)
     for question in args.question:
         hits = kb.retrieve(question, k=args.k, threads=args.threads)
@@ -395,6 +399,7 @@ def _hit_json(h: Hit, rank: int) -> dict[str, Any]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """``fastrag info``: print a knowledge base's statistics and snapshots as JSON."""
     kb = KnowledgeBase.load(args.kb)
     stats = kb.stats()
     stats["snapshots"] = [
@@ -406,6 +411,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """``fastrag eval``: score retrieval on a BEIR-layout folder."""
     from .batch.evaluation import evaluate_beir
 
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
@@ -429,18 +435,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
             sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")
         return 0
     print(
-        f"{'dataset':<12} {'mode':<8} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'ms/query':>9}"
+        f"{'dataset':<12} {'mode':<8} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} "
+        f"{'MRR@10':>7} {'ms/query':>9}"
     )
     for r in reports:
         print(
-            f"{r.dataset:<12} {r.mode:<8} {r.queries:>7} {r.ndcg_at_10:>8.4f} {r.recall_at_100:>7.4f} "
-            f"{r.mrr_at_10:>7.4f} {r.ms_per_query:>9.3f}"
+            f"{r.dataset:<12} {r.mode:<8} {r.queries:>7} {r.ndcg_at_10:>8.4f} "
+            f"{r.recall_at_100:>7.4f} {r.mrr_at_10:>7.4f} {r.ms_per_query:>9.3f}"
         )
     print(f"(index built in {reports[0].build_seconds:.1f} s)" if reports else "")
     return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    """``fastrag verify``: recall@k of the knowledge base's index against exact search."""
     kb = KnowledgeBase.load(args.kb)
     questions = [
         q.text for q in read_questions(args.questions) if isinstance(q.text, str) and q.text.strip()
@@ -455,13 +463,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     for name in ("exact", "index"):
         print(
-            f"  {name:<5} p50 {report[name + '_ms_p50']:.3f} ms  p99 {report[name + '_ms_p99']:.3f} ms"
+            f"  {name:<5} p50 {report[name + '_ms_p50']:.3f} ms"
+            f"  p99 {report[name + '_ms_p99']:.3f} ms"
             f"  batch {report[name + '_batch_qps']:,.0f} questions/s"
         )
     return 0
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    """``fastrag upgrade``: rewrite a knowledge base saved by an older fastrag."""
     snapshot = KnowledgeBase.upgrade(args.kb)
     if snapshot is None:
         print(f"{args.kb}: already in the current formats")
@@ -471,12 +481,14 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
+    """``fastrag warmup``: compile (or load cached) kernels and report the time."""
     seconds = warmup()
     print(f"kernels ready in {seconds:.2f} s")
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """``fastrag demo``: build the bundled demo knowledge base and answer sample questions."""
     t0 = time.perf_counter()
     print(
         "fastrag: the first run compiles the kernels it uses (cached for later runs)",
@@ -526,6 +538,7 @@ def _serve_settings(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """``fastrag serve``: serve knowledge bases over HTTP."""
     try:
         from .serve.run import serve
     except ModuleNotFoundError as exc:
@@ -540,6 +553,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    """``fastrag mcp``: serve the MCP tools and knowledge-base resources over stdio."""
     try:
         from .serve.mcp import run_stdio
         from .serve.registry import Registry

@@ -325,7 +325,7 @@ def _check_names(values: Mapping[str, Any]) -> None:
 
 
 FAULT_ENV = "FASTRAG_FAULT"
-"""Test hook: a save exits the process (status 86) at the named point; never set it in production."""
+"""Test hook: a save exits the process (status 86) at the named point; never set in production."""
 
 FAULT_POINTS = (
     "snapshot-files-written",

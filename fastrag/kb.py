@@ -144,7 +144,7 @@ class KnowledgeBase:
         hnsw: HnswConfig | dict[str, Any] | None = None,
         threads: int | None = None,
     ) -> str:
-        """Switch the vector index (``"exact"``, ``"hnsw"`` or ``"auto"``); return the one in use."""
+        """Switch the vector index (``"exact"``, ``"hnsw"`` or ``"auto"``); return the one used."""
         index = _check_index(index, allow_auto=True)
         config = _hnsw_config(hnsw) if hnsw is not None else self._settings.hnsw
         with self._lock:

@@ -290,7 +290,7 @@ def exact_over_rows(
     *,
     threads: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` among ``vectors[rows]``: the fallback when :meth:`HnswIndex.search` returns None.
+    """Exact top-``k`` among ``vectors[rows]``, for when :meth:`HnswIndex.search` returns None.
 
     Gathers the eligible rows (``len(rows) * dim * 4`` bytes) and scans only
     them, which for a selective filter is far cheaper than a masked scan of
@@ -1106,7 +1106,7 @@ class HnswIndex:
     def _knn(
         self, q: np.ndarray, k: int, nthreads: int, mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """hnswlib's search (caller holds the read lock); scores are inner products.
+        """Search with hnswlib (caller holds the read lock); scores are inner products.
 
         ``mask`` (bool by label) restricts the results: the mapped graph
         takes it as it is; hnswlib takes a callback, called under the GIL
@@ -1246,7 +1246,7 @@ def auto_choice(
     threads: int | None = None,
     index: HnswIndex | None = None,
 ) -> tuple[bool, float]:
-    """Decide ``index="auto"``: is HNSW worth it for this corpus?
+    """Decide ``index="auto"``: whether HNSW is worth it for this corpus.
 
     Below :data:`AUTO_MIN_ROWS` rows exact search is faster: returns
     ``(False, 1.0)`` without building anything. Otherwise builds the graph

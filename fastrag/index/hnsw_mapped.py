@@ -215,7 +215,7 @@ class MappedGraph:
     def knn_query(
         self, queries: np.ndarray, k: int, num_threads: int = 1, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """hnswlib's ``knn_query``: labels and distances ``1 - ip``, nearest first.
+        """The ``knn_query`` of hnswlib: labels and distances ``1 - ip``, nearest first.
 
         ``allowed`` is a bool mask by label (hnswlib takes a callable): only
         those labels are returned. Raises ``RuntimeError`` when the walk finds

@@ -740,7 +740,7 @@ class BM25Index:
             "tokenizer": self.tokenizer.config(),
         }
         columns = []
-        for (_, typ), a in zip(_COLUMNS, state):
+        for (_, typ), a in zip(_COLUMNS, state, strict=True):
             values = pa.array(a, type=typ)
             offs = pa.array(np.array([0, len(a)], dtype=np.int64))
             columns.append(pa.LargeListArray.from_arrays(offs, values))

@@ -142,6 +142,7 @@ def _retryable_status(status: int) -> bool:
 
 
 def resolve_config(config: ClientConfig | None, model_env: str, **overrides: Any) -> ClientConfig:
+    """``config`` with ``overrides`` applied, or one read from the environment when it is None."""
     if config is None:
         return ClientConfig.from_env(model_env=model_env, **overrides)
     if not isinstance(config, ClientConfig):

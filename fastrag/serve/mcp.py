@@ -1,4 +1,6 @@
-"""MCP tools for agents (the official ``mcp`` SDK): ``search``, ``answer``, and the knowledge bases as resources.
+"""MCP tools for agents: ``search``, ``answer``, and the knowledge bases as resources.
+
+Served through the official ``mcp`` SDK.
 
 - ``search(query, kb=None, k=5, mode=None)``: the retrieved chunks, each
   with its citation marker, source, title, score and text;

@@ -117,7 +117,10 @@ class ServeSettings:
 
 
 def parse_kb_args(values: list[str]) -> tuple[tuple[str, str], ...]:
-    """``--kb PATH`` / ``--kb NAME=PATH`` values as (name, path) pairs; a bare PATH is named by its folder."""
+    """``--kb PATH`` / ``--kb NAME=PATH`` values as (name, path) pairs.
+
+    A bare PATH is named by its folder.
+    """
     out = []
     for value in values:
         name, sep, path = value.partition("=")

@@ -344,7 +344,10 @@ class RowReader:
         ]
 
     def hit(self, i: int, score: float, relevance: float | None) -> Hit:
-        """Local row ``i`` as a :class:`~fastrag.Hit` (what :meth:`record` and :func:`metadata_of` give)."""
+        """Local row ``i`` as a :class:`~fastrag.Hit`.
+
+        What :meth:`record` and :func:`metadata_of` give.
+        """
         meta: dict[str, Any] = {}
         title = self.title(i)
         if title is not None:
@@ -667,7 +670,10 @@ class ChunkStore:
             reader = self.segments[0].reader
             return [reader.record(i) for i in rows.tolist()]
         seg, local = self.locate(rows)
-        return [self.segments[s].reader.record(i) for s, i in zip(seg.tolist(), local.tolist())]
+        return [
+            self.segments[s].reader.record(i)
+            for s, i in zip(seg.tolist(), local.tolist(), strict=True)
+        ]
 
     def hits(
         self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
@@ -747,7 +753,7 @@ class ChunkStore:
         return out
 
     def hit_table(self, rows: np.ndarray, scores: np.ndarray) -> pa.Table:
-        """A ``(m, k)`` search result as one table row per (question, hit): see :data:`HIT_TABLE`."""
+        """A ``(m, k)`` search result as one table row per (question, hit) (:data:`HIT_TABLE`)."""
         m, kk = rows.shape
         valid = rows >= 0
         if not valid.any():
@@ -787,7 +793,9 @@ class ChunkStore:
         starts = np.concatenate([[0], starts])
         ends = np.append(starts[1:], codes.size)
         alive = seg.alive
-        for lo, hi, code in zip(starts.tolist(), ends.tolist(), codes[starts].tolist()):
+        for lo, hi, code in zip(
+            starts.tolist(), ends.tolist(), codes[starts].tolist(), strict=True
+        ):
             if alive is not None and not alive[lo]:
                 continue  # a deleted document (possibly re-added later)
             index[names[code]] = _DocSpan(base + lo, hi - lo)

@@ -8,9 +8,10 @@ optionally ``id`` and metadata columns), PDF, HTML and Word files (through
 streams: no file is read whole into memory except a single document (or one
 PDF's pages). Every document records the file it came from as ``origin``
 and the file's SHA-256 as ``origin_sha256`` (what incremental re-indexing
-compares, :mod:`fastrag.store.sync`). A bad line, an unreadable file or a repeated id is reported with
-its file and line (:class:`~fastrag.store.report.SourceReport`) and the rest
-is read; a UTF-8 byte-order mark is dropped.
+compares, :mod:`fastrag.store.sync`). A bad line, an unreadable file or a
+repeated id is reported with its file and line
+(:class:`~fastrag.store.report.SourceReport`) and the rest is read; a UTF-8
+byte-order mark is dropped.
 
 Questions: ``.txt`` (one per line), ``.jsonl`` (``question`` or ``text``,
 optional ``id``), ``.csv`` (same columns) or ``.parquet`` (same columns).
@@ -427,7 +428,7 @@ def read_questions(path: str | Path) -> Iterator[Question]:
         for batch in pf.iter_batches(batch_size=8192, columns=columns):
             texts = batch.column(column).to_pylist()
             ids = batch.column("id").to_pylist() if "id" in columns else [None] * len(texts)
-            for qid, text in zip(ids, texts):
+            for qid, text in zip(ids, texts, strict=True):
                 yield Question(i, None if qid is None else str(qid), text)
                 i += 1
     else:

@@ -138,7 +138,7 @@ def stored_documents(store: ChunkStore) -> list[StoredDocument]:
         reader = seg.reader
         dates = seg.batch.column("updated_at").take(pa.array(starts)).to_pylist()
         parsed: dict[str | None, tuple[str | None, str | None]] = {}
-        for lo, when in zip(starts.tolist(), dates):
+        for lo, when in zip(starts.tolist(), dates, strict=True):
             if alive is not None and not alive[lo]:
                 continue
             raw = reader.metadata(lo)
@@ -308,7 +308,7 @@ def plan_sync(
 
 
 def latest_update(stored: Iterable[StoredDocument], origin: str) -> Any:
-    """Return the newest ``updated_at`` among stored documents of ``origin`` (None if there is none).
+    """Return the newest ``updated_at`` among stored documents of ``origin`` (None if none is).
 
     What ``fastrag index URL --since`` fetches after, when no time is given.
     """

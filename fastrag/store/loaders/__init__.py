@@ -231,7 +231,7 @@ class SqlSource:
         return sql.safe_url(self.url)
 
     def load(self) -> Iterator[dict[str, Any]]:
-        """Yield one document per row, each with ``origin`` and ``origin_sha256`` (the row's hash)."""
+        """Yield one document per row, with ``origin`` and ``origin_sha256`` (the row's hash)."""
         origin = self.origin
         since = None if self.since == "last" else self.since
         for doc in sql.load_sql(self.url, self.query, since=since):
@@ -322,8 +322,10 @@ def load_documents(
     Examples
     --------
     >>> docs = fastrag.load_documents("manuals/")                        # doctest: +SKIP
-    >>> rows = fastrag.load_documents("sqlite:///repairs.db",
-    ...     query="SELECT id, solution_text AS text, fault_code FROM repair_records")  # doctest: +SKIP
+    >>> rows = fastrag.load_documents(  # doctest: +SKIP
+    ...     "sqlite:///repairs.db",
+    ...     query="SELECT id, solution_text AS text, fault_code FROM repair_records",
+    ... )
     """
     from ..sources import iter_documents
 
