@@ -44,7 +44,7 @@ class _Failures:
     def __init__(self) -> None:
         self.count = 0
 
-    def __call__(self, path: Path, reason: str) -> None:
+    def __call__(self, path: Path | str, reason: str) -> None:
         self.count += 1
         print(f"fastrag: skipped {path}: {reason}", file=sys.stderr)
 

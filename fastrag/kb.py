@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -502,6 +502,31 @@ class KnowledgeBase:
                 yield event
 
         return counted()
+
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: Literal["table"] = "table",
+        **shorthand: Any,
+    ) -> pa.Table: ...  # fmt: skip
+
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: Literal["answers"], **shorthand: Any,
+    ) -> list[Answer | None]: ...  # fmt: skip
+
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: str = "table", **shorthand: Any,
+    ) -> pa.Table | list[Answer | None]: ...  # fmt: skip
 
     def answer_batch(
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,

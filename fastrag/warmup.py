@@ -50,7 +50,7 @@ def _exercise() -> None:
     from .kb import KnowledgeBase
     from .retrieve.filters import Principal
 
-    principal = Principal(user="u", groups=["hr"])
+    principal = Principal(user="u", groups=("hr",))
     batch = [_QUESTIONS[i % len(_QUESTIONS)] + f" {i}" for i in range(64)]
     with tempfile.TemporaryDirectory(prefix="fastrag-warmup-") as tmp:
         for index in ("exact", "hnsw"):

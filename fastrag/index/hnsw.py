@@ -869,9 +869,10 @@ class HnswIndex:
             return
         self._wait()
         with self._lock.write():
-            if isinstance(self._index, MappedGraph):
+            index = self._index
+            if isinstance(index, MappedGraph):
                 # A mapped graph cannot grow: hand it to hnswlib (a copy in memory).
-                mapped = self._index
+                mapped = index
                 with _hnswlib_errors("load the graph to add vectors"):
                     index = mapped.to_hnswlib(
                         max(self._max_elements, mapped.get_current_count() + n)
@@ -879,6 +880,7 @@ class HnswIndex:
                 self._index = index
                 self._lock.forget_ef()  # the next reader sets its ef in hnswlib
                 mapped.close()
+            assert index is not None
             bound = self._live.shape[0]
             old = lab[lab < bound]
             if old.size:
@@ -887,12 +889,12 @@ class HnswIndex:
                 known = np.isin(old, self._known_labels())
                 if known.any():
                     raise ConfigError(f"label {int(old[known][0])} is already in the index")
-            count = int(self._index.get_current_count())
-            cap = int(self._index.get_max_elements())
+            count = int(index.get_current_count())
+            cap = int(index.get_max_elements())
             with _hnswlib_errors("add vectors"):
                 if count + n > cap:
-                    self._index.resize_index(max(count + n, cap + cap // 2))
-                self._index.add_items(x, lab, num_threads=nthreads)
+                    index.resize_index(max(count + n, cap + cap // 2))
+                index.add_items(x, lab, num_threads=nthreads)
             top = int(lab.max()) + 1
             if top > bound:
                 grown = np.zeros(max(top, bound + bound // 2), dtype=np.bool_)
@@ -927,9 +929,11 @@ class HnswIndex:
         with self._lock.write():
             lab = lab[(lab >= 0) & (lab < self._live.shape[0])].astype(np.int64)
             lab = np.unique(lab[self._live[lab]])
+            index = self._index
+            assert index is not None
             with _hnswlib_errors("mark labels deleted"):
                 for label in lab.tolist():
-                    self._index.mark_deleted(label)
+                    index.mark_deleted(label)
                     self._live[label] = False  # per label: consistent if hnswlib fails midway
                     self._n_live -= 1
                     self._n_deleted += 1

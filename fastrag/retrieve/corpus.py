@@ -94,7 +94,11 @@ def make_corpus(
 
 def _next(corpus: Corpus, store: ChunkStore, **changes: Any) -> Corpus:
     """The corpus of ``store`` with the indexes of ``corpus`` unless ``changes`` says otherwise."""
-    fields = {"graph": corpus.graph, "keyword": corpus.keyword, "documents": corpus.documents}
+    fields: dict[str, Any] = {
+        "graph": corpus.graph,
+        "keyword": corpus.keyword,
+        "documents": corpus.documents,
+    }
     fields.update(changes)
     return make_corpus(store, corpus.embedder, **fields)
 

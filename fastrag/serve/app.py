@@ -32,7 +32,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
 from importlib import resources
 from typing import Any
 
@@ -358,7 +358,7 @@ def endpoint(
     return wrap
 
 
-async def _releasing(body: AsyncIterator[Any], svc: Service) -> AsyncIterator[Any]:
+async def _releasing(body: AsyncIterable[Any], svc: Service) -> AsyncIterator[Any]:
     try:
         async for chunk in body:
             yield chunk

@@ -246,7 +246,7 @@ class _DictColumn:
         """The values of several rows (None where null)."""
         seen = self.seen
         valid = self.valid.many(rows)
-        out = []
+        out: list[Any] = []
         for j, code in enumerate(self.codes[rows].tolist()):
             if valid is not None and not valid[j]:
                 out.append(None)  # a null's code is not an index into the dictionary

@@ -391,11 +391,11 @@ def read_questions(path: str | Path) -> Iterator[Question]:
                 yield Question(i, None, line.rstrip("\r\n"))
     elif suffix == ".jsonl":
         with open(path, "rb") as fh:
-            for i, line in enumerate(fh):
-                if i == 0 and line.startswith(_BOM):
-                    line = line[len(_BOM) :]
+            for i, raw in enumerate(fh):
+                if i == 0 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
                 try:
-                    obj = orjson.loads(line) if line.strip() else ""
+                    obj = orjson.loads(raw) if raw.strip() else ""
                 except orjson.JSONDecodeError as exc:
                     raise DocumentError(f"{path}:{i + 1}: not valid JSON: {exc}") from exc
                 if isinstance(obj, str):

@@ -297,8 +297,8 @@ def plan_sync(
             doc = _as_dict(item, index)
             if not isinstance(doc.get("origin_sha256"), str):
                 doc["origin_sha256"] = row_sha256(doc)
-            origin = doc.get("origin") if isinstance(doc.get("origin"), str) else None
-            take(doc, origin or f"document {doc['id']!r}")
+            named = doc.get("origin") if isinstance(doc.get("origin"), str) else None
+            take(doc, named or f"document {doc['id']!r}")
     if delete_missing:
         for s in by_id.values():
             if s.doc_id not in keep and s.doc_id not in seen:
