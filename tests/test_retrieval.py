@@ -407,8 +407,11 @@ def test_history_reaches_a_model_rewriter_redacted_and_is_checked(demo_kb):
     assert not sent  # alone: no model call
     assert LLMRewriter(chat, follow_ups_only=True)("And?", history=history).source == "llm"
     for bad, match in [
-        ([("system", "x")], "role"), ([("user", 3)], "content"), ("user: hi", "sequence"),
-        ([("user", "x")] * 21, "at most 20"), ([("user", "x" * 10_001)], "10,001"),
+        ([("system", "x")], "role"),
+        ([("user", 3)], "content"),
+        ("user: hi", "sequence"),
+        ([("user", "x")] * 21, "at most 20"),
+        ([("user", "x" * 10_001)], "10,001"),
         ([("user",)], "pair"),
     ]:
         with pytest.raises(ConfigError, match=match):
