@@ -525,8 +525,16 @@ class KnowledgeBase:
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: Literal["results"], **shorthand: Any,
+    ) -> list[tuple[Answer | None, str | None]]: ...  # fmt: skip
+
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: str = "table", **shorthand: Any,
-    ) -> pa.Table | list[Answer | None]: ...  # fmt: skip
+    ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]: ...  # fmt: skip
 
     def answer_batch(
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
@@ -564,7 +572,7 @@ class KnowledgeBase:
         done = [a for a in answers if a is not None]
         self._count(retrievals=len({a.question for a in done}), answers=done)
         if output == "results":
-            return list(zip(answers, errors))
+            return list(zip(answers, errors, strict=True))
         return answers if output == "answers" else answers_table(questions, answers, errors)
 
     # -- introspection -------------------------------------------------------------

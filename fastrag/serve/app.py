@@ -57,8 +57,8 @@ from ..errors import (
     RequestError,
     StageTimeoutError,
 )
-from ..types import Answer
 from ..retrieve.options import MAX_HISTORY_TURNS
+from ..types import Answer
 from .keys import TRUSTED, Caller, KeyRing, presented_key
 from .metrics import CONTENT_TYPE, Metrics
 from .registry import Registry, Served
@@ -594,14 +594,19 @@ def _usage(ans: Answer) -> dict[str, int]:
 
 
 def _chat_question(req: ChatRequest) -> tuple[str, list[tuple[str, str]]]:
-    """The last user message, and the user and assistant turns before it (the rewriter's history)."""
+    """The last user message, and the user and assistant turns before it.
+
+    The turns are the rewriter's history.
+    """
     last = max((i for i, m in enumerate(req.messages) if m.role == "user"), default=None)
     if last is None:
         raise RequestError("messages: no 'user' message holds a question", type="invalid_value")
     question = req.messages[last].text()
     if not question.strip():
         raise RequestError("messages: the last user message is empty", type="invalid_value")
-    turns = [(m.role, m.text()) for m in req.messages[:last] if m.role in ("user", "assistant")]
+    turns: list[tuple[str, str]] = [
+        (m.role, m.text()) for m in req.messages[:last] if m.role in ("user", "assistant")
+    ]
     return question, turns[-MAX_HISTORY_TURNS:]
 
 
