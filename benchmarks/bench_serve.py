@@ -78,7 +78,9 @@ def free_port() -> int:
 class Server:
     """A server process (fastrag or the peer) and its CPU time."""
 
-    def __init__(self, kind: str, kb: Path, workers: int, log: Path, extra: list[str] | None = None) -> None:
+    def __init__(
+        self, kind: str, kb: Path, workers: int, log: Path, extra: list[str] | None = None
+    ) -> None:
         self.kind, self.workers, self.port = kind, workers, free_port()
         env = {**os.environ}
         if kind == "fastrag":
@@ -361,7 +363,9 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--quick", action="store_true", help="1 s cells at 1, 8, 64 connections")
     ap.add_argument("--out", default=None, help="write every figure as JSON here")
-    ap.add_argument("--fastrag-args", default="", help="more `fastrag serve` options, e.g. '--engine-threads 0'")
+    ap.add_argument(
+        "--fastrag-args", default="", help="more `fastrag serve` options, e.g. '--engine-threads 0'"
+    )
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("bench_serve.py needs wrk (Debian: apt-get install -y wrk)")
@@ -415,14 +419,19 @@ def main() -> None:
             first_ms, steady = asyncio.run(
                 _first_and_steady(server.port, path0, first_body, steady_bodies, 300)
             )
-            report["first"][label] = {"first_ms": first_ms, "steady_p50_ms": statistics.median(steady)}
+            report["first"][label] = {
+                "first_ms": first_ms,
+                "steady_p50_ms": statistics.median(steady),
+            }
             print(f"{label}: ready in {server.ready_seconds:.1f} s; first request {first_ms:.2f} ms, "
                   f"steady p50 {statistics.median(steady):.2f} ms", flush=True)  # fmt: skip
         for name in workloads:
             path, _ = WORKLOADS[name]
             labels = [lb for lb in servers if lb.startswith("fastrag") or name in PEER_WORKLOADS]
             scripts = {
-                lb: lua_script(path, bodies[name] if lb.startswith("fastrag") else peer_bodies, work)
+                lb: lua_script(
+                    path, bodies[name] if lb.startswith("fastrag") else peer_bodies, work
+                )
                 for lb in labels
             }
             for lb in labels:
@@ -449,10 +458,14 @@ def main() -> None:
                     report["open"].setdefault(lb, []).append(
                         {"offered_rps": rate, "skipped": f"over 1.5x the peak of {peak:.0f}/s"}
                     )
-                    print(f"  {lb} open loop {rate:6.0f}/s: skipped (peak {peak:.0f}/s)", flush=True)
+                    print(
+                        f"  {lb} open loop {rate:6.0f}/s: skipped (peak {peak:.0f}/s)", flush=True
+                    )
                     continue
                 path0 = "/v1/retrieve"
-                script_bodies = bodies["retrieve-vector"] if lb.startswith("fastrag") else peer_bodies
+                script_bodies = (
+                    bodies["retrieve-vector"] if lb.startswith("fastrag") else peer_bodies
+                )
                 cell = median_cells([open_loop(server, path0, script_bodies, rate, args.open_seconds)
                                      for _ in range(args.repeat)])  # fmt: skip
                 report["open"].setdefault(lb, []).append(cell)
@@ -537,8 +550,10 @@ def print_summary(report: dict, conc: list[int]) -> None:
     for label, cells in report["open"].items():
         at = [c for c in cells if c["offered_rps"] == 500 and "skipped" not in c]
         if at:
-            print(f"- {label}: open loop at 500 req/s offered: p99 {_ms(at[0]['p99_ms']).strip()}, "
-                  f"{at[0]['lost']} lost")
+            print(
+                f"- {label}: open loop at 500 req/s offered: p99 {_ms(at[0]['p99_ms']).strip()}, "
+                f"{at[0]['lost']} lost"
+            )
     for label, f in report["first"].items():
         print(
             f"- {label}: first request {f['first_ms']:.2f} ms = {f['first_ms'] / f['steady_p50_ms']:.2f}x "

@@ -62,10 +62,14 @@ def report(label: str, res: dict) -> None:
     a50, a99 = res["answer"]
     print(f"{label}")
     print(f"  raw top-k kernel   p50 {k50:8.3f} ms   p99 {k99:8.3f} ms")
-    print(f"  retrieve()         p50 {r50:8.3f} ms   p99 {r99:8.3f} ms   "
-          f"overhead {r50 - k50:+.3f} ms ({(r50 - k50) / k50:+.1%}); budget 10% + 0.2 ms = {0.1 * k50 + 0.2:.3f} ms")
-    print(f"  answer()           p50 {a50:8.3f} ms   p99 {a99:8.3f} ms   "
-          f"over retrieve {a50 - r50:+.3f} ms (budget 1 ms)")
+    print(
+        f"  retrieve()         p50 {r50:8.3f} ms   p99 {r99:8.3f} ms   "
+        f"overhead {r50 - k50:+.3f} ms ({(r50 - k50) / k50:+.1%}); budget 10% + 0.2 ms = {0.1 * k50 + 0.2:.3f} ms"
+    )
+    print(
+        f"  answer()           p50 {a50:8.3f} ms   p99 {a99:8.3f} ms   "
+        f"over retrieve {a50 - r50:+.3f} ms (budget 1 ms)"
+    )
 
 
 def main() -> None:
@@ -74,8 +78,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("-k", type=int, default=5)
-    ap.add_argument("--mode", default=None, help="retrieval mode passed to retrieve/answer (default: the KB's)")
-    ap.add_argument("--static", default=None, metavar="TABLE", help="also run with this static table")
+    ap.add_argument(
+        "--mode", default=None, help="retrieval mode passed to retrieve/answer (default: the KB's)"
+    )
+    ap.add_argument(
+        "--static", default=None, metavar="TABLE", help="also run with this static table"
+    )
     args = ap.parse_args()
     mode_kw = {} if args.mode is None else {"mode": args.mode}
     warmup()
@@ -89,20 +97,31 @@ def main() -> None:
 def run(label, make, args, mode_kw) -> None:
     print(f"=== embedder: {label}")
     demo = KnowledgeBase.build(demo_documents(), embedder=None if label == "characters" else make())
-    demo_q = ["年假怎么申请？", "设备丢失后多久内要报告？", "公司食堂几点开门？", "报销需要在多少天内提交？"]
-    report(f"demo knowledge base ({len(demo)} chunks), {args.rounds} rounds",
-           measure(demo, demo_q, args.rounds, args.k, mode_kw))
+    demo_q = [
+        "年假怎么申请？",
+        "设备丢失后多久内要报告？",
+        "公司食堂几点开门？",
+        "报销需要在多少天内提交？",
+    ]
+    report(
+        f"demo knowledge base ({len(demo)} chunks), {args.rounds} rounds",
+        measure(demo, demo_q, args.rounds, args.k, mode_kw),
+    )
 
     n_docs = max(1, args.chunks // 12)  # mean 2,000 characters = about 12 chunks at 200/40
     t = time.perf_counter()
     kb = KnowledgeBase.build(mixed_documents(n_docs, seed=5), embedder=make())
-    print(f"\nsynthetic: {len(kb):,} chunks from {n_docs:,} documents, built in {time.perf_counter() - t:.1f} s")
+    print(
+        f"\nsynthetic: {len(kb):,} chunks from {n_docs:,} documents, built in {time.perf_counter() - t:.1f} s"
+    )
     rng = np.random.default_rng(1)
     picks = rng.integers(0, len(kb), args.batch)
     texts = kb._corpus.store.rows(picks, ["text"]).column("text").to_pylist()
     questions = [s[: 20 + int(rng.integers(0, 40))] for s in texts]
-    report(f"synthetic ({len(kb):,} chunks), {min(args.rounds, 300)} rounds",
-           measure(kb, questions[:300], min(args.rounds, 300), args.k, mode_kw))
+    report(
+        f"synthetic ({len(kb):,} chunks), {min(args.rounds, 300)} rounds",
+        measure(kb, questions[:300], min(args.rounds, 300), args.k, mode_kw),
+    )
     kb.answer_batch(questions[:64], k=args.k, **mode_kw)
     runs = []
     for _ in range(3):
@@ -111,8 +130,10 @@ def run(label, make, args, mode_kw) -> None:
         runs.append(time.perf_counter() - t)
     secs = statistics.median(runs)
     found = sum(table.column("found").to_pylist())
-    print(f"  answer_batch({len(questions):,} questions): {secs:.2f} s = {len(questions) / secs:,.0f} questions/s "
-          f"(median of 3; {found:,} found)")
+    print(
+        f"  answer_batch({len(questions):,} questions): {secs:.2f} s = {len(questions) / secs:,.0f} questions/s "
+        f"(median of 3; {found:,} found)"
+    )
 
 
 if __name__ == "__main__":

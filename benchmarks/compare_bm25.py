@@ -85,7 +85,9 @@ def load_corpus(args: argparse.Namespace) -> list[str]:
     if args.corpus == "zipf":
         from fastrag.datasets.synthetic import zipf_documents
 
-        return [d["text"] for d in zipf_documents(args.n, seed=args.seed, mean_words=args.mean_words)]
+        return [
+            d["text"] for d in zipf_documents(args.n, seed=args.seed, mean_words=args.mean_words)
+        ]
     from fastrag.datasets.synthetic import mixed_documents
 
     return [
@@ -125,7 +127,11 @@ def mixed_questions(texts: list[str], m: int, seed: int, lengths: tuple[int, int
         words = sorted(set(split[int(i)]), key=lambda w: (-df[w], w))
         size = min(len(words), int(rng.integers(lengths[0], lengths[1] + 1)))
         common = (size + 1) // 2
-        pick = words[:common] + words[len(words) - (size - common) :] if size > common else words[:common]
+        pick = (
+            words[:common] + words[len(words) - (size - common) :]
+            if size > common
+            else words[:common]
+        )
         rng.shuffle(pick)
         out.append(" ".join(pick))
     return out
@@ -151,7 +157,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--skip", default="", help="comma list: tokenize, build, rank_bm25, queries, pruning, retrieve"
+        "--skip",
+        default="",
+        help="comma list: tokenize, build, rank_bm25, queries, pruning, retrieve",
     )
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -266,7 +274,7 @@ def main() -> None:
                                                        show_progress=False)),
         ]  # fmt: skip
         best = {name: np.full(len(single_q), np.inf) for name, _ in calls}
-        for name, fn in calls:
+        for _name, fn in calls:
             fn(0)
         for rep in range(args.repeat):
             for i in range(len(single_q)):
@@ -368,7 +376,9 @@ def _known_terms(index: BM25Index, queries: list) -> np.ndarray:
     return np.array(out)
 
 
-def retrieve_compare(args: argparse.Namespace, texts: list[str], questions: list[str], bm25s) -> None:
+def retrieve_compare(
+    args: argparse.Namespace, texts: list[str], questions: list[str], bm25s
+) -> None:
     """``KnowledgeBase.retrieve(q, k, mode="keyword")`` against bm25s ``retrieve``, same tokens."""
     from fastrag import KnowledgeBase
 

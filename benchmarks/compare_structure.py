@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     sample_mb = sum(len(t.encode()) for t in sample) / 1e6
     got = structure.chunk(sample)
     ref_flat = [(s, e, c) for doc in ref for s, e, c, _ in doc]
-    mine = list(zip(got.chunk_start.tolist(), got.chunk_end.tolist(), got.texts()))
+    mine = list(zip(got.chunk_start.tolist(), got.chunk_end.tolist(), got.texts(), strict=True))
     assert mine == ref_flat, "fastrag's structure chunks differ from the reference"
     ref_rate = sample_mb / dt
 
@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     s_one = structure.chunk(sample)
     w_one = windows.chunk(sample)
     shares = {
-        "fastrag structure": cut_share(norm, list(zip(s_one.chunk_doc.tolist(), s_one.chunk_start.tolist(), s_one.chunk_end.tolist()))),
-        "fastrag windows": cut_share(norm, list(zip(w_one.chunk_doc.tolist(), w_one.chunk_start.tolist(), w_one.chunk_end.tolist()))),
+        "fastrag structure": cut_share(norm, list(zip(s_one.chunk_doc.tolist(), s_one.chunk_start.tolist(), s_one.chunk_end.tolist(), strict=True))),
+        "fastrag windows": cut_share(norm, list(zip(w_one.chunk_doc.tolist(), w_one.chunk_start.tolist(), w_one.chunk_end.tolist(), strict=True))),
     }  # fmt: skip
     if MarkdownTextSplitter is not None:
         splitter = MarkdownTextSplitter(
@@ -229,7 +229,9 @@ def answer_fragments(texts: list[str], n: int, window: int, overlap: int) -> Non
                         bad = True
                     break
             cut += bad
-        print(f"  {mode:<10} found {found:>4}, of which {cut:>4} ({cut / max(1, found):.1%}) cut a word")
+        print(
+            f"  {mode:<10} found {found:>4}, of which {cut:>4} ({cut / max(1, found):.1%}) cut a word"
+        )
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     victim = sorted(docs.iterdir())[0]
     for r in range(args.repeat):
         times.setdefault("sync, nothing changed", []).append(run("index", str(docs), "--kb", kb))
-        victim.write_text(victim.read_text(encoding="utf-8") + f"\n\nchange {r}\n", encoding="utf-8")
+        victim.write_text(
+            victim.read_text(encoding="utf-8") + f"\n\nchange {r}\n", encoding="utf-8"
+        )
         times.setdefault("sync, one file changed", []).append(run("index", str(docs), "--kb", kb))
         times.setdefault("rebuild (--overwrite)", []).append(
             run("index", str(docs), "--kb", kb, "--chunking", "structure", "--overwrite")

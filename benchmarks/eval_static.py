@@ -85,7 +85,9 @@ def rankings(
 ) -> list[list[str]]:
     table = kb.retrieve_batch(questions, k=depth, mode=mode, group_by="doc")
     out: list[list[str]] = [[] for _ in questions]
-    for qi, doc in zip(table.column("query_index").to_pylist(), table.column("doc_id").to_pylist()):
+    for qi, doc in zip(
+        table.column("query_index").to_pylist(), table.column("doc_id").to_pylist(), strict=True
+    ):
         out[qi].append(doc)
     return out
 
@@ -94,8 +96,9 @@ def score(kb, ds, qids, texts, mode) -> dict[str, float]:
     ranked = rankings(kb, texts, mode)
     n = max(1, len(qids))
     return {
-        "ndcg10": sum(ndcg_at_k(r, ds.qrels[q], 10) for q, r in zip(qids, ranked)) / n,
-        "r100": sum(recall_at_k(r, ds.qrels[q], 100) for q, r in zip(qids, ranked)) / n,
+        "ndcg10": sum(ndcg_at_k(r, ds.qrels[q], 10) for q, r in zip(qids, ranked, strict=True)) / n,
+        "r100": sum(recall_at_k(r, ds.qrels[q], 100) for q, r in zip(qids, ranked, strict=True))
+        / n,
     }
 
 
@@ -116,7 +119,7 @@ def _best(kb, ds, qids, texts, base: RetrievalConfig, method: str, grid) -> tupl
     best = None
     keys = list(grid)
     for values in itertools.product(*(grid[k] for k in keys)):
-        fields = dict(zip(keys, values))
+        fields = dict(zip(keys, values, strict=True))
         cfg = RetrievalConfig(**{**base.to_dict(), "fusion": method, **fields})
         s = score(with_retrieval(kb, cfg), ds, qids, texts, "hybrid")["ndcg10"]
         if best is None or s > best[0]:
@@ -168,7 +171,7 @@ def tune(kb, ds, halves, base: RetrievalConfig) -> list[dict[str, Any]]:
 def legs(kb, ds, halves, label: str) -> dict[str, Any]:
     res: dict[str, Any] = {}
     for mode in ("vector", "keyword", "hybrid"):
-        for name, (q, t) in zip(("tune", "test"), halves):
+        for name, (q, t) in zip(("tune", "test"), halves, strict=True):
             s = score(kb, ds, q, t, mode)
             res[f"{mode}_{name}"] = s["ndcg10"]
         allq = halves[0][0] + halves[1][0]

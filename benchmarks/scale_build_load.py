@@ -144,7 +144,9 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/fastrag-scale")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="load+retrieve runs (fresh processes)")
-    ap.add_argument("--embedder", default="384", help="'default' (VocabularyEmbedder()) or max_features")
+    ap.add_argument(
+        "--embedder", default="384", help="'default' (VocabularyEmbedder()) or max_features"
+    )
     ap.add_argument("--bm25-builds", type=int, default=2, help="keyword-index builds (step 3)")
     ap.add_argument(
         "--builds",
@@ -164,31 +166,53 @@ def main() -> None:
     kb_dir = work / "kb"
     shutil.rmtree(kb_dir, ignore_errors=True)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD_BUILD, str(corpus), str(kb_dir), str(args.threads), str(args.builds),
-         args.embedder],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            CHILD_BUILD,
+            str(corpus),
+            str(kb_dir),
+            str(args.threads),
+            str(args.builds),
+            args.embedder,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     b = json.loads(out.stdout.strip().splitlines()[-1])
     disk = sum(f.stat().st_size for f in kb_dir.rglob("*") if f.is_file())
-    print(f"build: {b['documents']:,} documents, {b['chunks']:,} chunks, dim {b['dim']} "
-          f"(embedder {args.embedder})")
-    print(f"  text {text_bytes / 1e6:,.0f} MB in {b['build_s']:.2f} s = {text_bytes / 1e6 / b['build_s']:.1f} MB/s "
-          f"(first build of a fresh process; save {b['save_s']:.2f} s)")
+    print(
+        f"build: {b['documents']:,} documents, {b['chunks']:,} chunks, dim {b['dim']} "
+        f"(embedder {args.embedder})"
+    )
+    print(
+        f"  text {text_bytes / 1e6:,.0f} MB in {b['build_s']:.2f} s = {text_bytes / 1e6 / b['build_s']:.1f} MB/s "
+        f"(first build of a fresh process; save {b['save_s']:.2f} s)"
+    )
     for i, secs in enumerate(b["rebuild_s"], 2):
         print(f"  build {i} in the same process: {secs:.2f} s = {text_bytes / 1e6 / secs:.1f} MB/s")
-    print(f"  peak RSS {b['peak_rss'] / 1e9:.2f} GB (before build {b['base_rss'] / 1e9:.2f} GB), "
-          f"store on disk {disk / 1e9:.2f} GB, ratio {b['peak_rss'] / disk:.2f}x")
+    print(
+        f"  peak RSS {b['peak_rss'] / 1e9:.2f} GB (before build {b['base_rss'] / 1e9:.2f} GB), "
+        f"store on disk {disk / 1e9:.2f} GB, ratio {b['peak_rss'] / disk:.2f}x"
+    )
     out = subprocess.run(
         [sys.executable, "-c", CHILD_BM25, str(kb_dir), str(args.bm25_builds)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     kw = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"keyword indexes alone ({kw['chunks']:,} chunks, {kw['text_bytes'] / 1e6:,.0f} MB of chunk text):")
+    print(
+        f"keyword indexes alone ({kw['chunks']:,} chunks, {kw['text_bytes'] / 1e6:,.0f} MB of chunk text):"
+    )
     for i, r in enumerate(kw["runs"], 1):
-        print(f"  build {i}: chunk BM25 {r['chunk_s']:.2f} s ({r['chunk_postings']:,} postings, "
-              f"{kw['text_bytes'] / 1e6 / r['chunk_s']:.0f} MB/s), document BM25 {r['doc_s']:.2f} s "
-              f"({r['doc_postings']:,} postings, {r['doc_bytes'] / 1e6:,.0f} MB joined); peak resident "
-              f"memory above the mapped store {r['peak_growth'] / 1e9:.2f} GB")
+        print(
+            f"  build {i}: chunk BM25 {r['chunk_s']:.2f} s ({r['chunk_postings']:,} postings, "
+            f"{kw['text_bytes'] / 1e6 / r['chunk_s']:.0f} MB/s), document BM25 {r['doc_s']:.2f} s "
+            f"({r['doc_postings']:,} postings, {r['doc_bytes'] / 1e6:,.0f} MB joined); peak resident "
+            f"memory above the mapped store {r['peak_growth'] / 1e9:.2f} GB"
+        )
     runs = []
     for _ in range(args.repeat):
         subprocess.run(["sync"], check=False)
@@ -201,13 +225,19 @@ def main() -> None:
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     runs.sort(key=lambda r: r["load_first_retrieve_s"])
     r = runs[len(runs) // 2]
-    print(f"load + first retrieve (median of {len(runs)} fresh processes, after warmup() "
-          f"{r['warmup_s']:.2f} s): {r['load_first_retrieve_s'] * 1e3:.0f} ms; "
-          f"RSS growth {r['rss_growth'] / 1e6:.0f} MB (anonymous {r['anon_growth'] / 1e6:.0f} MB, "
-          f"mapped file pages {r['file_growth'] / 1e6:.0f} MB) vs {r['vector_bytes'] / 1e6:.0f} MB of vectors; "
-          f"next retrieves {r['retrieve_s'] * 1e3:.1f} ms each")
-    print(json.dumps({"build": b, "disk": disk, "text_bytes": text_bytes, "keyword": kw, "load": runs}),
-          file=sys.stderr)
+    print(
+        f"load + first retrieve (median of {len(runs)} fresh processes, after warmup() "
+        f"{r['warmup_s']:.2f} s): {r['load_first_retrieve_s'] * 1e3:.0f} ms; "
+        f"RSS growth {r['rss_growth'] / 1e6:.0f} MB (anonymous {r['anon_growth'] / 1e6:.0f} MB, "
+        f"mapped file pages {r['file_growth'] / 1e6:.0f} MB) vs {r['vector_bytes'] / 1e6:.0f} MB of vectors; "
+        f"next retrieves {r['retrieve_s'] * 1e3:.1f} ms each"
+    )
+    print(
+        json.dumps(
+            {"build": b, "disk": disk, "text_bytes": text_bytes, "keyword": kw, "load": runs}
+        ),
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -141,10 +141,18 @@ def main() -> None:
         batch = list(dict.fromkeys(qs))[: args.batch]
         for mode in ("hybrid", "vector"):
             kb.answer_batch(batch[:100], mode=mode)
-            best = min(_timed(lambda: kb.answer_batch(batch, mode=mode)) for _ in range(args.repeat))
+            best = min(
+                _timed(lambda: kb.answer_batch(batch, mode=mode)) for _ in range(args.repeat)
+            )
             qps = len(batch) / best
-            target = f" (target >= 1,000: {'met' if qps >= 1000 else 'MISSED'})" if mode == "hybrid" else ""
-            print(f"answer_batch({len(batch):,} questions, {mode}, extractive): {qps:,.0f} q/s{target}")
+            target = (
+                f" (target >= 1,000: {'met' if qps >= 1000 else 'MISSED'})"
+                if mode == "hybrid"
+                else ""
+            )
+            print(
+                f"answer_batch({len(batch):,} questions, {mode}, extractive): {qps:,.0f} q/s{target}"
+            )
     if "single" in skip:
         return
 

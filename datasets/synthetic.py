@@ -83,10 +83,18 @@ def mixed_documents(
         while size < target:
             if rng.random() < zh_share:
                 words = _zipf_choice(rng, zh, int(rng.integers(4, 16)))
-                sentence = "".join(
-                    w + (_ZH_PUNCT[int(rng.integers(0, len(_ZH_PUNCT)))] if rng.random() < 0.15 else "")
-                    for w in words
-                ) + "。"
+                sentence = (
+                    "".join(
+                        w
+                        + (
+                            _ZH_PUNCT[int(rng.integers(0, len(_ZH_PUNCT)))]
+                            if rng.random() < 0.15
+                            else ""
+                        )
+                        for w in words
+                    )
+                    + "。"
+                )
             else:
                 words = _zipf_choice(rng, en, int(rng.integers(5, 20)))
                 sentence = " ".join(words).capitalize() + "."

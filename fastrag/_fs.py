@@ -7,7 +7,7 @@ import errno
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from .errors import StoreCorruptedError, StoreError
@@ -134,14 +134,14 @@ def file_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def check_recorded(path: Path, info: dict[str, object], verify: bool) -> None:
+def check_recorded(path: Path, info: Mapping[str, object], verify: bool) -> None:
     """Check a file against what a manifest recorded of it: its size, and with ``verify`` its hash.
 
     Parameters
     ----------
     path : Path
         The file.
-    info : dict
+    info : mapping
         ``{"bytes": size, "sha256": hex}`` as written.
     verify : bool
         Also compare the SHA-256 (reads the whole file).

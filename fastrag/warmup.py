@@ -36,7 +36,8 @@ _DOCS = [
     {"id": "en", "text": "Annual leave requests must be submitted three days in advance. "
      "Employees receive 15 days of paid leave a year; call 13812345678 with questions.",
      "title": "Leave", "source": "hr/leave.md", "updated_at": "2020-01-01", "acl": ["hr"]},
-    {"id": "zh", "text": "年假申请需提前3天提交。工作未满五年的员工每年享有15天带薪年假。", "team": "hr"},
+    {"id": "zh", "text": "年假申请需提前3天提交。工作未满五年的员工每年享有15天带薪年假。",
+     "team": "hr"},
     {"id": "ex", "text": "Expense reports are due within 10 days of the trip, receipts attached."},
 ]  # fmt: skip
 
@@ -44,26 +45,35 @@ _QUESTIONS = ["How many days of annual leave?", "年假需要提前几天申请�
 
 
 def _exercise() -> None:
-    """Run every operation of the engine once on a tiny knowledge base (see the module docstring)."""
+    """Run every operation of the engine once on a tiny knowledge base (see the module doc)."""
     from ._threads import max_threads
     from .kb import KnowledgeBase
     from .retrieve.filters import Principal
 
-    principal = Principal(user="u", groups=["hr"])
+    principal = Principal(user="u", groups=("hr",))
     batch = [_QUESTIONS[i % len(_QUESTIONS)] + f" {i}" for i in range(64)]
     with tempfile.TemporaryDirectory(prefix="fastrag-warmup-") as tmp:
         for index in ("exact", "hnsw"):
-            kb = KnowledgeBase.build(_DOCS, window=40, overlap=8, index=index)
-            kb.add([{"id": "more", "text": "Remote work is allowed two days a week. 远程办公每周两天。"}])
-            kb.delete(["more"])
-            kb.compact()
+            built = KnowledgeBase.build(_DOCS, window=40, overlap=8, index=index)
+            built.add(
+                [
+                    {
+                        "id": "more",
+                        "text": "Remote work is allowed two days a week. 远程办公每周两天。",
+                    }
+                ]
+            )
+            built.delete(["more"])
+            built.compact()
             path = Path(tmp) / index
-            kb.save(path)
-            for kb in (kb, KnowledgeBase.load(path)):
+            built.save(path)
+            for kb in (built, KnowledgeBase.load(path)):
                 for mode in ("hybrid", "vector", "keyword"):
                     for exact in (False, True):
                         kb.retrieve(_QUESTIONS[0], k=3, mode=mode, exact=exact)
-                        kb.retrieve(_QUESTIONS[1], k=3, mode=mode, exact=exact, where={"team": "hr"})
+                        kb.retrieve(
+                            _QUESTIONS[1], k=3, mode=mode, exact=exact, where={"team": "hr"}
+                        )
                         kb.retrieve(_QUESTIONS[2], k=3, mode=mode, exact=exact, principal=principal)
                     kb.retrieve(_QUESTIONS[0], k=3, mode=mode, group_by="doc")
                     for threads in sorted({1, max_threads()}):  # serial and parallel kernels

@@ -283,8 +283,12 @@ class OpenAIServer:
                 given = auth.removeprefix("Bearer ")
                 return Reply(
                     status=401,
-                    body={"error": {"message": f"Incorrect API key provided: {given}",
-                                    "type": "invalid_request_error"}},
+                    body={
+                        "error": {
+                            "message": f"Incorrect API key provided: {given}",
+                            "type": "invalid_request_error",
+                        }
+                    },
                 )
         if self.latency:
             time.sleep(self.latency)
@@ -372,8 +376,12 @@ class OpenAIServer:
             h.end_headers()
             h.close_connection = True
             for piece in reply.stream or []:
-                chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model,
-                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                chunk = {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion.chunk",
+                    "model": model,
+                    "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                }
                 h.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
                 h.wfile.flush()
                 if self.stream_delay:

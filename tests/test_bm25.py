@@ -557,7 +557,8 @@ def test_knowledge_base_with_version1_indexes_is_upgraded(tmp_path, capsys):
         write_v1(tmp_path / name, BM25Index.load(path))  # not over the mapped file
         (tmp_path / name).replace(path)
         entry["files"][name] = {
-            "bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()
+            "bytes": path.stat().st_size,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         }
     (root / "manifest.json").write_text(json.dumps(manifest))
     old = KnowledgeBase.load(root)

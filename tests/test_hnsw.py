@@ -27,7 +27,9 @@ from fastrag.index.hnsw import (
 N, DIM, CLUSTERS, NQ, K = 8000, 48, 100, 100, 10
 
 
-def split_data(n: int = N, dim: int = DIM, nq: int = NQ, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def split_data(
+    n: int = N, dim: int = DIM, nq: int = NQ, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Corpus and held-out queries from one Gaussian mixture."""
     v = random_unit_vectors(n + nq, dim, seed=seed, clusters=CLUSTERS)
     return v[:n], np.ascontiguousarray(v[n:])
@@ -82,14 +84,24 @@ def test_config_defaults_and_round_trip():
     d = HnswConfig(M=8, ef_construction=50, ef_search=20, random_seed=np.int64(3)).to_dict()
     assert d == {"M": 8, "ef_construction": 50, "ef_search": 20, "random_seed": 3}
     assert type(d["random_seed"]) is int
-    assert HnswConfig.from_dict(d) == HnswConfig(M=8, ef_construction=50, ef_search=20, random_seed=3)
+    assert HnswConfig.from_dict(d) == HnswConfig(
+        M=8, ef_construction=50, ef_search=20, random_seed=3
+    )
     assert HnswConfig.from_dict({}) == HnswConfig()
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"M": 1}, {"M": 16.0}, {"M": True}, {"M": 5000}, {"ef_construction": 0},
-     {"ef_search": 0}, {"ef_search": "64"}, {"random_seed": -1}],
+    [
+        {"M": 1},
+        {"M": 16.0},
+        {"M": True},
+        {"M": 5000},
+        {"ef_construction": 0},
+        {"ef_search": 0},
+        {"ef_search": "64"},
+        {"random_seed": -1},
+    ],
 )
 def test_config_rejects_bad_values(kwargs):
     with pytest.raises(ConfigError):
@@ -563,8 +575,11 @@ def test_auto_choice(monkeypatch, index, data):
         corpus[:3000], np.arange(3000), HnswConfig(M=4, ef_construction=8, ef_search=1), threads=1
     )
     use, recall = auto_choice(
-        corpus[:3000], np.arange(3000), HnswConfig(M=4, ef_construction=8, ef_search=1),
-        sample=200, index=poor,
+        corpus[:3000],
+        np.arange(3000),
+        HnswConfig(M=4, ef_construction=8, ef_search=1),
+        sample=200,
+        index=poor,
     )
     assert not use and recall < 0.95
 

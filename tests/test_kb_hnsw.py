@@ -39,7 +39,9 @@ def questions(corpus) -> list[str]:
 
 @pytest.fixture(scope="module")
 def hnsw_kb(corpus) -> KnowledgeBase:
-    return KnowledgeBase.build(corpus, embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1)
+    return KnowledgeBase.build(
+        corpus, embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1
+    )
 
 
 def test_hnsw_recall_against_exact(hnsw_kb, questions):
@@ -60,7 +62,9 @@ def test_exact_flag_forces_exact(hnsw_kb, questions):
 
 
 def test_hnsw_survives_save_load(hnsw_kb, questions, tmp_path):
-    before = [[h.chunk_id for h in hnsw_kb.retrieve(q, k=10, mode="vector")] for q in questions[:20]]
+    before = [
+        [h.chunk_id for h in hnsw_kb.retrieve(q, k=10, mode="vector")] for q in questions[:20]
+    ]
     hnsw_kb.save(tmp_path / "kb")
     manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
     assert manifest["index"]["type"] == "hnsw" and manifest["index"]["hnsw"]["M"] == 16
@@ -117,7 +121,9 @@ def test_a_damaged_graph_leaves_exact_search(hnsw_kb, questions, tmp_path):
 
 
 def test_hnsw_adds_and_deletes(corpus, questions):
-    kb = KnowledgeBase.build(corpus[:300], embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1)
+    kb = KnowledgeBase.build(
+        corpus[:300], embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1
+    )
     kb.add(corpus[300:])
     assert kb.verify(questions, k=10)["recall"] >= 0.95
     victims = [d["id"] for d in corpus[::3]]
@@ -137,12 +143,23 @@ def test_hnsw_adds_and_deletes(corpus, questions):
 @given(keep=st.floats(0.001, 1.0), seed=st.integers(0, 1000))
 def test_hnsw_filters_never_leak_and_never_starve(hnsw_kb, questions, keep, seed):
     rng = np.random.default_rng(seed)
-    ids = sorted({h for h in hnsw_kb._corpus.store.rows(np.arange(len(hnsw_kb)), ["doc_id"]).column("doc_id").to_pylist()})
+    ids = sorted(
+        {
+            h
+            for h in hnsw_kb._corpus.store.rows(np.arange(len(hnsw_kb)), ["doc_id"])
+            .column("doc_id")
+            .to_pylist()
+        }
+    )
     allowed = {d for d in ids if rng.random() < keep}
     if not allowed:
         allowed = {ids[0]}
     eligible_chunks = sum(
-        1 for d in hnsw_kb._corpus.store.rows(np.arange(len(hnsw_kb)), ["doc_id"]).column("doc_id").to_pylist() if d in allowed
+        1
+        for d in hnsw_kb._corpus.store.rows(np.arange(len(hnsw_kb)), ["doc_id"])
+        .column("doc_id")
+        .to_pylist()
+        if d in allowed
     )
     for q in questions[:3]:
         hits = hnsw_kb.retrieve(q, k=10, mode="vector", where={"doc_id": sorted(allowed)})
@@ -152,7 +169,9 @@ def test_hnsw_filters_never_leak_and_never_starve(hnsw_kb, questions, keep, seed
 
 def test_hnsw_with_access_control(corpus):
     docs = [dict(d, acl=["team-a"] if i % 2 else None) for i, d in enumerate(corpus[:200])]
-    kb = KnowledgeBase.build(docs, embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1)
+    kb = KnowledgeBase.build(
+        docs, embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1
+    )
     public = {d["id"] for i, d in enumerate(docs) if i % 2 == 0}
     for q in [docs[1]["text"][:40], docs[3]["text"][:40]]:
         hits = kb.retrieve(q, k=10, principal=Principal(user="x"))
@@ -220,15 +239,24 @@ SAVER = textwrap.dedent(
 @pytest.mark.parametrize("point", FAULT_POINTS)
 def test_a_crash_at_any_point_of_a_save_leaves_a_loadable_snapshot(corpus, tmp_path, point):
     root = tmp_path / "kb"
-    kb = KnowledgeBase.build(corpus[:80], embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1)
+    kb = KnowledgeBase.build(
+        corpus[:80], embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1
+    )
     first = kb.save(root)
     env = dict(os.environ, FASTRAG_FAULT=point)
     proc = subprocess.run(
-        [sys.executable, "-c", SAVER, str(root)], env=env, cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, "-c", SAVER, str(root)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 86, proc.stderr  # killed at the fault point
     loaded = KnowledgeBase.load(root, verify=True)
-    ids = {h.doc_id for h in loaded.retrieve("a brand new document about crash tests", k=200, mode="keyword")}
+    ids = {
+        h.doc_id
+        for h in loaded.retrieve("a brand new document about crash tests", k=200, mode="keyword")
+    }
     if point in ("snapshot-files-written", "snapshot-renamed"):
         # The manifest was not replaced: the previous snapshot is current, untouched.
         assert loaded.stats()["snapshot"] == first and "new-doc" not in ids
@@ -245,7 +273,9 @@ def test_a_crash_at_any_point_of_a_save_leaves_a_loadable_snapshot(corpus, tmp_p
 
 def test_reader_keeps_working_while_a_writer_saves(corpus, tmp_path):
     root = tmp_path / "kb"
-    KnowledgeBase.build(corpus[:60], embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1).save(root)
+    KnowledgeBase.build(
+        corpus[:60], embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1
+    ).save(root)
     reader = KnowledgeBase.load(root)
     before = [h.chunk_id for h in reader.retrieve("document", k=5)]
     writer = KnowledgeBase.load(root)

@@ -304,12 +304,16 @@ def test_web_pages_and_pdfs_by_url(web_server):
     assert page["title"] == "Repair guide" and "## Encoder" in page["text"]
     pages = list(load_documents(f"{base}/manual.pdf"))
     assert [d["id"] for d in pages] == [f"{base}/manual.pdf#page=1", f"{base}/manual.pdf#page=2"]
-    assert pages[0]["origin_sha256"] == hashlib.sha256((root / "manual.pdf").read_bytes()).hexdigest()
+    assert (
+        pages[0]["origin_sha256"] == hashlib.sha256((root / "manual.pdf").read_bytes()).hexdigest()
+    )
     docs, failures = _collect([f"{base}/missing.html", f"{base}/guide.html"])
     assert [d["id"] for d in docs] == [f"{base}/guide.html"]
     assert failures == [(f"{base}/missing.html", "the server answered HTTP 404")]
     kb = fastrag.KnowledgeBase.build(load_documents(f"{base}/guide.html"))
     assert not kb.sync(resolve_sources(f"{base}/guide.html")).changed
-    (root / "guide.html").write_text(HTML.replace("encoder cable", "encoder plug"), encoding="utf-8")
+    (root / "guide.html").write_text(
+        HTML.replace("encoder cable", "encoder plug"), encoding="utf-8"
+    )
     plan = kb.sync(resolve_sources(f"{base}/guide.html"))
     assert [d["id"] for d in plan.replace] == [f"{base}/guide.html"]

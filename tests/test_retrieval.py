@@ -407,8 +407,11 @@ def test_history_reaches_a_model_rewriter_redacted_and_is_checked(demo_kb):
     assert not sent  # alone: no model call
     assert LLMRewriter(chat, follow_ups_only=True)("And?", history=history).source == "llm"
     for bad, match in [
-        ([("system", "x")], "role"), ([("user", 3)], "content"), ("user: hi", "sequence"),
-        ([("user", "x")] * 21, "at most 20"), ([("user", "x" * 10_001)], "10,001"),
+        ([("system", "x")], "role"),
+        ([("user", 3)], "content"),
+        ("user: hi", "sequence"),
+        ([("user", "x")] * 21, "at most 20"),
+        ([("user", "x" * 10_001)], "10,001"),
         ([("user",)], "pair"),
     ]:
         with pytest.raises(ConfigError, match=match):
@@ -485,19 +488,24 @@ def test_rrf_kernel_equals_the_reference_with_groups(data, n_rows, width, by_gro
     from fastrag._native import fusion
     from naive import fusion as naive_fusion
 
-    groups = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n_rows, max_size=n_rows)), np.int64)
+    groups = np.array(
+        data.draw(st.lists(st.integers(0, 5), min_size=n_rows, max_size=n_rows)), np.int64
+    )
     lists = []
     for _ in range(2):
         rows = data.draw(st.lists(st.integers(0, n_rows - 1), unique=True, max_size=width))
         lists.append(rows + [-1] * (width - len(rows)))
-    glist = data.draw(st.lists(st.integers(0, 5), max_size=width))  # repeats allowed: first rank counts
+    # repeats allowed: first rank counts
+    glist = data.draw(st.lists(st.integers(0, 5), max_size=width))
     g_arr = np.array([glist + [-1] * (width - len(glist))], np.int64)[:, None, :]
     k = data.draw(st.integers(1, 8))
     rows, scores = fusion.rrf_fuse(
         np.array(lists, np.int64)[:, None, :], np.array([1.0, 0.5]), g_arr, np.array([3.0]),
         groups, 60.0, k, by_group,
     )  # fmt: skip
-    want = naive_fusion.rrf(lists, [1.0, 0.5], [g_arr[0, 0].tolist()], [3.0], groups.tolist(), 60.0, k, by_group)
+    want = naive_fusion.rrf(
+        lists, [1.0, 0.5], [g_arr[0, 0].tolist()], [3.0], groups.tolist(), 60.0, k, by_group
+    )
     got = [(int(r), float(s)) for r, s in zip(rows[0], scores[0]) if r >= 0]
     assert [r for r, _ in got] == [r for r, _ in want]  # exact ties break by the lower row
     np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-6)

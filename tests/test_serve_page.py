@@ -20,10 +20,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastrag.datasets import demo_documents
 from serve_harness import ThreadServer
 
 import fastrag
-from fastrag.datasets import demo_documents
 from fastrag.serve import ServeSettings
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -15,6 +15,8 @@ from naive.tokenize import fnv1a64
 from openai_server import openai_server as openai_server  # noqa: F401  (fixture)
 
 from fastrag import KnowledgeBase, RetrievalConfig, StaticEmbedder
+from fastrag.embed.distill import DistillOptions, DistillProgress, count_items, utf8_batches
+from fastrag.embed.static import ITEM_TOKENIZER, StaticTable, quantize_rows, sif_weights
 from fastrag.errors import (
     ConfigError,
     EmbedderError,
@@ -22,8 +24,6 @@ from fastrag.errors import (
     NotFittedError,
     StoreCorruptedError,
 )
-from fastrag.embed.distill import DistillOptions, DistillProgress, count_items, utf8_batches
-from fastrag.embed.static import ITEM_TOKENIZER, StaticTable, quantize_rows, sif_weights
 from fastrag.text.utf8 import encode_utf8
 
 WORDS = ["cat", "Dog", "mat", "年假", "申请", "3", "x", "zebra", "é", "ÉCOLE", "a", "the"]

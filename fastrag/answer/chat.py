@@ -235,8 +235,6 @@ class OpenAIChatGenerator(ChatClient):
         text, usage, model = self._parse_chat(payload)
         return self._generation(question, hits, messages[1]["content"], text, usage, model)
 
-
-
     def stream(self, question: str, hits: Sequence[Hit]) -> Iterator[str | Generation]:
         """Answer like :meth:`generate`, yielding the text as the model writes it.
 

@@ -296,8 +296,11 @@ def _drop_done(table: pa.Table, done: pa.Array) -> pa.Table:
 
 def _questions_dataset(
     ray: Any, path: Path, block_rows: int, done: set[int]
-) -> tuple[ray.data.Dataset, int, int]:
-    """The questions not in ``done`` (with ``query_index``), the file's count, the count to do."""
+) -> tuple[ray.data.Dataset | None, int, int]:
+    """The questions not in ``done`` (with ``query_index``), the file's count, the count to do.
+
+    The dataset is None only when there is nothing to do.
+    """
     if path.suffix.lower() == ".parquet":
         if not path.is_file():
             raise StoreNotFoundError(f"{path}: no such file")
@@ -314,8 +317,10 @@ def _questions_dataset(
         if todo:
             ds = _numbered(ray, ds, block_rows)
             if done:
+                # ray's stubs type the function as taking the batch alone (no fn_kwargs)
                 ds = ds.map_batches(
-                    _drop_done, batch_format="pyarrow", batch_size=None,
+                    _drop_done,  # type: ignore[arg-type]
+                    batch_format="pyarrow", batch_size=None,
                     fn_kwargs={"done": pa.array(sorted(done), pa.int32())},
                 )  # fmt: skip
         return ds, total, todo
@@ -421,6 +426,7 @@ def answer_file_ray(
             skipped = total - todo
             batches: Any = ()
             if todo:
+                assert ds is not None  # None only when nothing is left to do
                 answers = answer_dataset(
                     ds, kb_path, k=k, mode=mode, generator=generator, batch_size=batch_size,
                     concurrency=concurrency, num_cpus=num_cpus, threads=threads,

@@ -45,7 +45,10 @@ __all__ = [
 
 @runtime_checkable
 class Embedder(Protocol):
-    """What fastrag needs of an embedder (``embed``, or both ``embed_documents`` and ``embed_queries``)."""
+    """What fastrag needs of an embedder.
+
+    That is ``embed``, or both ``embed_documents`` and ``embed_queries``.
+    """
 
     @property
     def dim(self) -> int:

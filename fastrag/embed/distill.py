@@ -352,7 +352,7 @@ def count_items(
             c = np.bincount(inverse, minlength=distinct.size)
             first = np.full(distinct.size, hashes.size, dtype=np.int64)
             np.minimum.at(first, inverse, np.arange(hashes.size, dtype=np.int64))
-            for h, n, f in zip(distinct.tolist(), c.tolist(), first.tolist()):
+            for h, n, f in zip(distinct.tolist(), c.tolist(), first.tolist(), strict=True):
                 j = index.get(h)
                 if j is None:
                     index[h] = len(items)
@@ -897,7 +897,7 @@ def grow_table(
         return None
     new = ItemCounts(
         found.hashes[keep],
-        [t for t, k in zip(found.items, keep.tolist()) if k],
+        [t for t, k in zip(found.items, keep.tolist(), strict=True) if k],
         found.counts[keep],
         found.total,
     ).top(int(keep.sum()), 1)

@@ -115,8 +115,9 @@ def _check_corpus(corpus: object) -> np.ndarray:
     if corpus.flags.writeable:
         # A read-only view (no copy): the kernels then have one corpus type to
         # compile, and memory-mapped stores are read-only anyway.
-        corpus = corpus.view()
-        corpus.flags.writeable = False
+        view = corpus.view()
+        view.flags.writeable = False
+        return view
     return corpus
 
 

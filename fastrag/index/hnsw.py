@@ -159,6 +159,7 @@ _OVERSAMPLE_RETRIES = 2
 filter: a random filter fills nearly every row at the first try; a row still
 short after a 16x wider search has its eligible labels far from the query."""
 
+
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ConfigError(f"{name} must be an int, got {value!r}")
@@ -289,7 +290,7 @@ def exact_over_rows(
     *,
     threads: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` among ``vectors[rows]``: the fallback when :meth:`HnswIndex.search` returns None.
+    """Exact top-``k`` among ``vectors[rows]``, for when :meth:`HnswIndex.search` returns None.
 
     Gathers the eligible rows (``len(rows) * dim * 4`` bytes) and scans only
     them, which for a selective filter is far cheaper than a masked scan of
@@ -868,14 +869,18 @@ class HnswIndex:
             return
         self._wait()
         with self._lock.write():
-            if isinstance(self._index, MappedGraph):
+            index = self._index
+            if isinstance(index, MappedGraph):
                 # A mapped graph cannot grow: hand it to hnswlib (a copy in memory).
-                mapped = self._index
+                mapped = index
                 with _hnswlib_errors("load the graph to add vectors"):
-                    index = mapped.to_hnswlib(max(self._max_elements, mapped.get_current_count() + n))
+                    index = mapped.to_hnswlib(
+                        max(self._max_elements, mapped.get_current_count() + n)
+                    )
                 self._index = index
                 self._lock.forget_ef()  # the next reader sets its ef in hnswlib
                 mapped.close()
+            assert index is not None
             bound = self._live.shape[0]
             old = lab[lab < bound]
             if old.size:
@@ -884,12 +889,12 @@ class HnswIndex:
                 known = np.isin(old, self._known_labels())
                 if known.any():
                     raise ConfigError(f"label {int(old[known][0])} is already in the index")
-            count = int(self._index.get_current_count())
-            cap = int(self._index.get_max_elements())
+            count = int(index.get_current_count())
+            cap = int(index.get_max_elements())
             with _hnswlib_errors("add vectors"):
                 if count + n > cap:
-                    self._index.resize_index(max(count + n, cap + cap // 2))
-                self._index.add_items(x, lab, num_threads=nthreads)
+                    index.resize_index(max(count + n, cap + cap // 2))
+                index.add_items(x, lab, num_threads=nthreads)
             top = int(lab.max()) + 1
             if top > bound:
                 grown = np.zeros(max(top, bound + bound // 2), dtype=np.bool_)
@@ -924,9 +929,11 @@ class HnswIndex:
         with self._lock.write():
             lab = lab[(lab >= 0) & (lab < self._live.shape[0])].astype(np.int64)
             lab = np.unique(lab[self._live[lab]])
+            index = self._index
+            assert index is not None
             with _hnswlib_errors("mark labels deleted"):
                 for label in lab.tolist():
-                    self._index.mark_deleted(label)
+                    index.mark_deleted(label)
                     self._live[label] = False  # per label: consistent if hnswlib fails midway
                     self._n_live -= 1
                     self._n_deleted += 1
@@ -1025,7 +1032,9 @@ class HnswIndex:
         if ef is not None:
             ef = _check_int("ef", ef, 1)
             if ef < k:
-                raise ConfigError(f"ef must be >= k (got ef={ef}, k={k}): hnswlib keeps ef candidates")
+                raise ConfigError(
+                    f"ef must be >= k (got ef={ef}, k={k}): hnswlib keeps ef candidates"
+                )
         q = _check_queries(queries, self._dim)
         nthreads = _resolve_threads(threads)
         mask = None if eligible is None else self._check_eligible(eligible)
@@ -1057,8 +1066,13 @@ class HnswIndex:
             ) from short.__cause__
         wider = max(k, min(self._n_live, 4 * ef_call))
         return self.search(
-            q, k, eligible=eligible, ef=wider, threads=threads,
-            allow_exact=allow_exact, strategy=strategy,
+            q,
+            k,
+            eligible=eligible,
+            ef=wider,
+            threads=threads,
+            allow_exact=allow_exact,
+            strategy=strategy,
         )
 
     def _search(
@@ -1096,7 +1110,7 @@ class HnswIndex:
     def _knn(
         self, q: np.ndarray, k: int, nthreads: int, mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """hnswlib's search (caller holds the read lock); scores are inner products.
+        """Search with hnswlib (caller holds the read lock); scores are inner products.
 
         ``mask`` (bool by label) restricts the results: the mapped graph
         takes it as it is; hnswlib takes a callback, called under the GIL
@@ -1236,7 +1250,7 @@ def auto_choice(
     threads: int | None = None,
     index: HnswIndex | None = None,
 ) -> tuple[bool, float]:
-    """Decide ``index="auto"``: is HNSW worth it for this corpus?
+    """Decide ``index="auto"``: whether HNSW is worth it for this corpus.
 
     Below :data:`AUTO_MIN_ROWS` rows exact search is faster: returns
     ``(False, 1.0)`` without building anything. Otherwise builds the graph

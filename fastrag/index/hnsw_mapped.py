@@ -122,7 +122,13 @@ class MappedGraph:
         self._layout = (per_w, head["data_off"] // 4, label_w, head["max_m"], head["entry"],
                         head["maxlevel"])  # fmt: skip
         err, at, labels, deleted, upper_off, levels = _kernels.graph_layout(
-            words, count, per_w, label_w, head["max_m0"], head["max_m"], head["maxlevel"],
+            words,
+            count,
+            per_w,
+            label_w,
+            head["max_m0"],
+            head["max_m"],
+            head["maxlevel"],
             head["entry"],
         )
         if err:
@@ -146,7 +152,12 @@ class MappedGraph:
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], dim: int, M: int, *, sha256: str | None = None  # noqa: N803
+        cls,
+        path: str | os.PathLike[str],
+        dim: int,
+        M: int,
+        *,
+        sha256: str | None = None,  # noqa: N803
     ) -> MappedGraph:
         """Map and check an hnswlib file (header, every link, labels; ``sha256`` if given).
 
@@ -204,7 +215,7 @@ class MappedGraph:
     def knn_query(
         self, queries: np.ndarray, k: int, num_threads: int = 1, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """hnswlib's ``knn_query``: labels and distances ``1 - ip``, nearest first.
+        """The ``knn_query`` of hnswlib: labels and distances ``1 - ip``, nearest first.
 
         ``allowed`` is a bool mask by label (hnswlib takes a callable): only
         those labels are returned. Raises ``RuntimeError`` when the walk finds

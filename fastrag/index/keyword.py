@@ -741,7 +741,7 @@ class BM25Index:
             "tokenizer": self.tokenizer.config(),
         }
         columns = []
-        for (_, typ), a in zip(_COLUMNS, state):
+        for (_, typ), a in zip(_COLUMNS, state, strict=True):
             values = pa.array(a, type=typ)
             offs = pa.array(np.array([0, len(a)], dtype=np.int64))
             columns.append(pa.LargeListArray.from_arrays(offs, values))
@@ -884,5 +884,3 @@ def _check_tokens(tokens: object) -> Tokens:
     if h.flags.c_contiguous and o.flags.c_contiguous:
         return tokens
     return Tokens(np.ascontiguousarray(h), np.ascontiguousarray(o))
-
-

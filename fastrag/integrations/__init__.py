@@ -20,7 +20,7 @@ __all__ = ["hit_metadata"]
 
 
 def hit_metadata(hit: Hit) -> dict[str, Any]:
-    """Return a hit's metadata for a framework document: fastrag's fields plus chunk identity and scores.
+    """Return a hit's metadata for a framework document: its fields plus chunk identity and scores.
 
     Keys: every metadata field of the hit (``title``, ``source``,
     ``updated_at``, ``acl``, ``section``, ``page``, user fields), then

@@ -126,7 +126,6 @@ def parse_retry_after(
     return max(0.0, (when - now).total_seconds())
 
 
-
 @dataclass(frozen=True)
 class _Failure:
     """A retryable failure of one attempt."""
@@ -143,6 +142,7 @@ def _retryable_status(status: int) -> bool:
 
 
 def resolve_config(config: ClientConfig | None, model_env: str, **overrides: Any) -> ClientConfig:
+    """``config`` with ``overrides`` applied, or one read from the environment when it is None."""
     if config is None:
         return ClientConfig.from_env(model_env=model_env, **overrides)
     if not isinstance(config, ClientConfig):
@@ -338,9 +338,7 @@ class ModelClient:
             cfg = self.client_config
             transport = self._async_transport
             if transport is None and cfg.max_concurrency > _SHARD_CONNECTIONS:
-                transport = ShardedAsyncTransport(
-                    cfg.max_concurrency, trust_env=cfg.trust_env
-                )
+                transport = ShardedAsyncTransport(cfg.max_concurrency, trust_env=cfg.trust_env)
             self._aclient = httpx.AsyncClient(transport=transport, **self._client_kwargs())
             self._asem = asyncio.Semaphore(self.client_config.max_concurrency)
             self._aloop = loop
@@ -690,8 +688,10 @@ class ChatClient(ModelClient):
             max_retries=max_retries,
             max_concurrency=max_concurrency,
         )
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
-            0.0 <= float(temperature) <= 2.0
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not (0.0 <= float(temperature) <= 2.0)
         ):
             raise ConfigError(f"temperature must be a number in [0, 2], got {temperature!r}")
         if max_tokens is not None and (
@@ -817,7 +817,6 @@ class ChatClient(ModelClient):
         text, usage, _ = self._parse_chat(payload)
         return text, usage
 
-
     def chat_stream(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -870,10 +869,13 @@ class ChatClient(ModelClient):
                     url=url,
                 ) from exc
             if not isinstance(chunk, dict):
-                raise ModelResponseError(f"POST {url}: a streamed event is not a JSON object", url=url)
+                raise ModelResponseError(
+                    f"POST {url}: a streamed event is not a JSON object", url=url
+                )
             if chunk.get("error"):
                 raise ModelResponseError(
-                    f"POST {url}: the stream reported an error: {self._payload_error(chunk)}", url=url
+                    f"POST {url}: the stream reported an error: {self._payload_error(chunk)}",
+                    url=url,
                 )
             if info is not None:
                 if isinstance(chunk.get("model"), str) and chunk["model"]:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ConfigError
 from ..text.tokens import estimate_tokens
@@ -269,7 +269,8 @@ async def _stream_async(
                 block = await loop.run_in_executor(pool, next, blocks, end)
                 if block is end:
                     break
-                tasks.extend(asyncio.ensure_future(one(q, h)) for q, h in block)
+                items = cast("Sequence[tuple[str, Sequence[Hit]]]", block)
+                tasks.extend(asyncio.ensure_future(one(q, h)) for q, h in items)
         return list(await asyncio.gather(*tasks))
     except BaseException:
         for t in tasks:

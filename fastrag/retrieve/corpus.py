@@ -94,7 +94,11 @@ def make_corpus(
 
 def _next(corpus: Corpus, store: ChunkStore, **changes: Any) -> Corpus:
     """The corpus of ``store`` with the indexes of ``corpus`` unless ``changes`` says otherwise."""
-    fields = {"graph": corpus.graph, "keyword": corpus.keyword, "documents": corpus.documents}
+    fields: dict[str, Any] = {
+        "graph": corpus.graph,
+        "keyword": corpus.keyword,
+        "documents": corpus.documents,
+    }
     fields.update(changes)
     return make_corpus(store, corpus.embedder, **fields)
 
@@ -197,7 +201,9 @@ def build_corpus(
                 "with text or a fitted embedder"
             )
         embedder.fit_counts(counter.total())
-    elif getattr(embedder, "fitted", True) is False and callable(getattr(embedder, "fit_utf8", None)):
+    elif getattr(embedder, "fitted", True) is False and callable(
+        getattr(embedder, "fit_utf8", None)
+    ):
         # An embedder that learns from the chunks: a static table distilled from a teacher.
         embedder.fit_utf8(
             [(p.chunks.text_data, p.chunks.text_offsets) for p in pending if p.chunks is not None],

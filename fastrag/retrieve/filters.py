@@ -282,7 +282,9 @@ def _numeric_mask(column: pa.Array, field: str, conds: list[tuple[str, Any]]) ->
             test = np.isin(values, np.asarray(target))
             mask &= ~test if name == "not_in" else test
             continue
-        if isinstance(target, bool) or not isinstance(target, (int, float, np.integer, np.floating)):
+        if isinstance(target, bool) or not isinstance(
+            target, (int, float, np.integer, np.floating)
+        ):
             raise ConfigError(f"where[{field!r}]: compare with a number, got {target!r}")
         mask &= _OPS[name](values, target)
     return mask
@@ -325,4 +327,3 @@ def acl_mask(batch: pa.RecordBatch, principal: Principal) -> np.ndarray:
         hit = hit.fill_null(False).to_numpy(zero_copy_only=False)
         mask[parents[hit]] = True
     return mask
-

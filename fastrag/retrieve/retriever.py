@@ -100,7 +100,7 @@ class _Legs:
 
 
 def _takes_history(rewriter: Any) -> bool:
-    """Whether ``rewriter`` accepts ``history=`` (fastrag's rewriters do; a plain callable may not)."""
+    """Whether ``rewriter`` takes ``history=`` (fastrag's rewriters do; plain callables may not)."""
     if isinstance(rewriter, (LLMRewriter, QueryRewriter)):
         return True
     try:

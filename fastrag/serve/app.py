@@ -32,7 +32,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
 from importlib import resources
 from typing import Any
 
@@ -57,8 +57,8 @@ from ..errors import (
     RequestError,
     StageTimeoutError,
 )
-from ..types import Answer
 from ..retrieve.options import MAX_HISTORY_TURNS
+from ..types import Answer
 from .keys import TRUSTED, Caller, KeyRing, presented_key
 from .metrics import CONTENT_TYPE, Metrics
 from .registry import Registry, Served
@@ -358,7 +358,7 @@ def endpoint(
     return wrap
 
 
-async def _releasing(body: AsyncIterator[Any], svc: Service) -> AsyncIterator[Any]:
+async def _releasing(body: AsyncIterable[Any], svc: Service) -> AsyncIterator[Any]:
     try:
         async for chunk in body:
             yield chunk
@@ -371,7 +371,7 @@ async def _releasing(body: AsyncIterator[Any], svc: Service) -> AsyncIterator[An
 
 
 def error_response(svc: Service, name: str, exc: BaseException) -> Response:
-    """The JSON error answer to ``exc`` (logged with its traceback when it is the server's fault)."""
+    """The JSON error answer to ``exc``, logged with its traceback when it is the server's fault."""
     status, kind, message, headers = classify(exc)
     if status >= 500 and kind not in ("timeout", "model_error"):
         _log.error("%s: %s", name, kind, exc_info=exc)
@@ -449,6 +449,7 @@ def _batch_results(
         cols["doc_id"],
         cols["score"],
         cols["text"],
+        strict=True,
     ):
         out[qi]["hits"].append(
             {"rank": rank, "chunk_id": cid, "doc_id": doc, "score": score, "text": text}
@@ -550,7 +551,7 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
         kb.answer_batch, questions, k, model_bound=svc.model_bound, output="results", **args
     )
     rows: list[dict[str, Any]] = []
-    for i, (question, (ans, why)) in enumerate(zip(questions, results)):
+    for i, (question, (ans, why)) in enumerate(zip(questions, results, strict=True)):
         if ans is None:  # the question's own failure: the others are answered
             rows.append({"index": i, "question": question, **error_body(
                 "answer_failed", why or "this question could not be answered"
@@ -593,14 +594,19 @@ def _usage(ans: Answer) -> dict[str, int]:
 
 
 def _chat_question(req: ChatRequest) -> tuple[str, list[tuple[str, str]]]:
-    """The last user message, and the user and assistant turns before it (the rewriter's history)."""
+    """The last user message, and the user and assistant turns before it.
+
+    The turns are the rewriter's history.
+    """
     last = max((i for i, m in enumerate(req.messages) if m.role == "user"), default=None)
     if last is None:
         raise RequestError("messages: no 'user' message holds a question", type="invalid_value")
     question = req.messages[last].text()
     if not question.strip():
         raise RequestError("messages: the last user message is empty", type="invalid_value")
-    turns = [(m.role, m.text()) for m in req.messages[:last] if m.role in ("user", "assistant")]
+    turns: list[tuple[str, str]] = [
+        (m.role, m.text()) for m in req.messages[:last] if m.role in ("user", "assistant")
+    ]
     return question, turns[-MAX_HISTORY_TURNS:]
 
 
@@ -643,7 +649,9 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
                 if ev.kind == "hits":
                     yield chunk(
                         {"role": "assistant", "content": ""}, None,
-                        fastrag={"kb": served.name, "snapshot": snapshot, "hits": _hits_json(ev.hits)},
+                        fastrag={
+                            "kb": served.name, "snapshot": snapshot, "hits": _hits_json(ev.hits),
+                        },
                     )  # fmt: skip
                 elif ev.kind == "delta":
                     yield chunk({"content": ev.text}, None)
@@ -911,7 +919,7 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
 
 
 def create_app_from_env() -> Starlette:
-    """uvicorn's factory in each worker process: warm the kernels, load, build the app.
+    """The uvicorn factory in each worker process: warm the kernels, load, build the app.
 
     The settings come from :data:`fastrag.config.ENV_SERVE_SETTINGS`.
     """

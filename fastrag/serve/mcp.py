@@ -1,4 +1,6 @@
-"""MCP tools for agents (the official ``mcp`` SDK): ``search``, ``answer``, and the knowledge bases as resources.
+"""MCP tools for agents: ``search``, ``answer``, and the knowledge bases as resources.
+
+Served through the official ``mcp`` SDK.
 
 - ``search(query, kb=None, k=5, mode=None)``: the retrieved chunks, each
   with its citation marker, source, title, score and text;
@@ -149,7 +151,11 @@ def build_mcp(
         try:
             ans = await anyio.to_thread.run_sync(
                 lambda: current.kb.answer(
-                    question, check(k), generator=generator, principal=caller.principal, threads=threads
+                    question,
+                    check(k),
+                    generator=generator,
+                    principal=caller.principal,
+                    threads=threads,
                 )
             )
         except FastragError as exc:

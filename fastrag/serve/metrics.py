@@ -59,15 +59,15 @@ class Metrics:
             registry=r,
         )
         self.latency = Histogram(
-            "fastrag_request_seconds", "Request latency by endpoint", ["endpoint"], buckets=_BUCKETS,
-            registry=r,
+            "fastrag_request_seconds", "Request latency by endpoint", ["endpoint"],
+            buckets=_BUCKETS, registry=r,
         )  # fmt: skip
         self.retrievals = Counter(
             "fastrag_retrievals", "Questions retrieved for, by knowledge base", ["kb"], registry=r
         )
         self.answers = Counter(
-            "fastrag_answers", "Answers by knowledge base and whether they were found", ["kb", "found"],
-            registry=r,
+            "fastrag_answers", "Answers by knowledge base and whether they were found",
+            ["kb", "found"], registry=r,
         )  # fmt: skip
         self.citing = Counter(
             "fastrag_answers_citing", "Answers citing a retrieved chunk, by knowledge base", ["kb"],

@@ -40,7 +40,7 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 def _prefetch(folder: Path) -> None:
-    """Read a snapshot's files once, so their pages are in the page cache before a request maps them."""
+    """Read a snapshot's files once, so that their pages are cached before a request maps them."""
     for path in sorted(folder.iterdir()):
         if path.is_file():
             with open(path, "rb", buffering=0) as f:

@@ -116,8 +116,10 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(_Body):
-    """``POST /v1/chat/completions`` (OpenAI's fields; those that steer a model are accepted and
-    ignored, since the answer comes from the knowledge base), plus ``k``, ``mode`` and ``where``.
+    """``POST /v1/chat/completions``: OpenAI's fields plus ``k``, ``mode`` and ``where``.
+
+    The fields that steer a model are accepted and ignored, since the answer comes from the
+    knowledge base.
     """
 
     model: str
@@ -184,9 +186,9 @@ def parse(model: type[_M], body: bytes) -> _M:
         first = errors[0]
         kind = first["type"]
         if kind == "json_invalid":
+            detail = first.get("ctx", {}).get("error", first["msg"])
             raise RequestError(
-                f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}",
-                type="invalid_json",
+                f"the request body is not valid JSON: {detail}", type="invalid_json"
             ) from None
         if kind == "model_type" or (kind == "model_attributes_type" and not first["loc"]):
             raise RequestError(

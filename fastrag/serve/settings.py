@@ -87,7 +87,14 @@ class ServeSettings:
                 )
         if len(set(names)) != len(names):
             raise ConfigError(f"knowledge-base names must be distinct, got {names}")
-        for name in ("max_body", "max_queue", "engine_threads", "model_threads", "max_k", "max_batch"):
+        for name in (
+            "max_body",
+            "max_queue",
+            "engine_threads",
+            "model_threads",
+            "max_k",
+            "max_batch",
+        ):
             value = getattr(self, name)
             low = 0 if name == "engine_threads" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -110,7 +117,10 @@ class ServeSettings:
 
 
 def parse_kb_args(values: list[str]) -> tuple[tuple[str, str], ...]:
-    """``--kb PATH`` / ``--kb NAME=PATH`` values as (name, path) pairs; a bare PATH is named by its folder."""
+    """``--kb PATH`` / ``--kb NAME=PATH`` values as (name, path) pairs.
+
+    A bare PATH is named by its folder.
+    """
     out = []
     for value in values:
         name, sep, path = value.partition("=")

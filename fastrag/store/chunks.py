@@ -57,6 +57,7 @@ HIT_TABLE = pa.schema(
 )
 """Columns of a batched retrieval: one row per (question, hit), by question then rank."""
 
+
 def hits_table(hits: Sequence[Sequence[Hit]]) -> pa.Table:
     """Hits per question as :data:`HIT_TABLE` rows (for hits reordered after the search)."""
     rows = [(q, r, h) for q, hs in enumerate(hits) for r, h in enumerate(hs, 1)]
@@ -123,9 +124,7 @@ def chunk_schema(dim: int, *, legacy: bool = False) -> pa.Schema:
 
 def _with_section(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A legacy batch with an all-null ``section`` column appended (no other column copied)."""
-    return batch.append_column(
-        pa.field("section", _DICT_STR), pa.nulls(batch.num_rows, _DICT_STR)
-    )
+    return batch.append_column(pa.field("section", _DICT_STR), pa.nulls(batch.num_rows, _DICT_STR))
 
 
 def _dict_column(values: Sequence[str | None], take: np.ndarray) -> pa.DictionaryArray:
@@ -193,7 +192,6 @@ def _vector_view(batch: pa.RecordBatch, dim: int) -> np.ndarray:
     return view
 
 
-
 _UTC_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=zoneinfo.ZoneInfo("UTC"))
 
 
@@ -228,7 +226,9 @@ class _DictColumn:
 
     def __init__(self, arr: pa.DictionaryArray) -> None:
         ind = arr.indices
-        self.codes = np.frombuffer(ind.buffers()[1], dtype=np.int32)[ind.offset : ind.offset + len(ind)]
+        self.codes = np.frombuffer(ind.buffers()[1], dtype=np.int32)[
+            ind.offset : ind.offset + len(ind)
+        ]
         self.valid = _Valid(ind)
         self.dictionary = arr.dictionary
         self.seen: dict[int, Any] = {}
@@ -246,7 +246,7 @@ class _DictColumn:
         """The values of several rows (None where null)."""
         seen = self.seen
         valid = self.valid.many(rows)
-        out = []
+        out: list[Any] = []
         for j, code in enumerate(self.codes[rows].tolist()):
             if valid is not None and not valid[j]:
                 out.append(None)  # a null's code is not an index into the dictionary
@@ -344,7 +344,10 @@ class RowReader:
         ]
 
     def hit(self, i: int, score: float, relevance: float | None) -> Hit:
-        """Local row ``i`` as a :class:`~fastrag.Hit` (what :meth:`record` and :func:`metadata_of` give)."""
+        """Local row ``i`` as a :class:`~fastrag.Hit`.
+
+        What :meth:`record` and :func:`metadata_of` give.
+        """
         meta: dict[str, Any] = {}
         title = self.title(i)
         if title is not None:
@@ -668,7 +671,8 @@ class ChunkStore:
             return [reader.record(i) for i in rows.tolist()]
         seg, local = self.locate(rows)
         return [
-            self.segments[s].reader.record(i) for s, i in zip(seg.tolist(), local.tolist())
+            self.segments[s].reader.record(i)
+            for s, i in zip(seg.tolist(), local.tolist(), strict=True)
         ]
 
     def hits(
@@ -706,7 +710,9 @@ class ChunkStore:
             for s in np.unique(seg).tolist():
                 pick = np.flatnonzero(seg == s)
                 got = self.segments[s].reader.hits(
-                    local[pick], [score_list[j] for j in pick.tolist()], [rel[j] for j in pick.tolist()]
+                    local[pick],
+                    [score_list[j] for j in pick.tolist()],
+                    [rel[j] for j in pick.tolist()],
                 )
                 for j, h in zip(pick.tolist(), got, strict=True):
                     out[j] = h
@@ -737,7 +743,9 @@ class ChunkStore:
             return [[] for _ in range(m)]
         valid = rows >= 0
         counts = valid.sum(axis=1)
-        flat = self.hits(rows[valid], scores[valid], None if relevance is None else relevance[valid])
+        flat = self.hits(
+            rows[valid], scores[valid], None if relevance is None else relevance[valid]
+        )
         out, start = [], 0
         for c in counts.tolist():
             out.append(flat[start : start + c])
@@ -745,7 +753,7 @@ class ChunkStore:
         return out
 
     def hit_table(self, rows: np.ndarray, scores: np.ndarray) -> pa.Table:
-        """A ``(m, k)`` search result as one table row per (question, hit): see :data:`HIT_TABLE`."""
+        """A ``(m, k)`` search result as one table row per (question, hit) (:data:`HIT_TABLE`)."""
         m, kk = rows.shape
         valid = rows >= 0
         if not valid.any():
@@ -785,7 +793,9 @@ class ChunkStore:
         starts = np.concatenate([[0], starts])
         ends = np.append(starts[1:], codes.size)
         alive = seg.alive
-        for lo, hi, code in zip(starts.tolist(), ends.tolist(), codes[starts].tolist()):
+        for lo, hi, code in zip(
+            starts.tolist(), ends.tolist(), codes[starts].tolist(), strict=True
+        ):
             if alive is not None and not alive[lo]:
                 continue  # a deleted document (possibly re-added later)
             index[names[code]] = _DocSpan(base + lo, hi - lo)
@@ -927,7 +937,10 @@ class ChunkStore:
                 raise StoreCorruptedError(f"{path}: not recorded in the manifest")
             check_recorded(path, info, verify)
         batches = _read_ipc(
-            directory / CHUNKS_FILE, chunk_schema(dim), verify, legacy=chunk_schema(dim, legacy=True)
+            directory / CHUNKS_FILE,
+            chunk_schema(dim),
+            verify,
+            legacy=chunk_schema(dim, legacy=True),
         )
         if batches and batches[0].schema.names[-1] != "section":
             batches = [_with_section(b) for b in batches]

@@ -409,7 +409,9 @@ def write_snapshot(
         The new snapshot's id.
     """
     try:
-        return _write_snapshot(root, store, header, keep=keep, overwrite=overwrite, extras=extras or {})
+        return _write_snapshot(
+            root, store, header, keep=keep, overwrite=overwrite, extras=extras or {}
+        )
     except StoreError:
         raise
     except OSError as exc:

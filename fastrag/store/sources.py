@@ -8,9 +8,10 @@ optionally ``id`` and metadata columns), PDF, HTML and Word files (through
 streams: no file is read whole into memory except a single document (or one
 PDF's pages). Every document records the file it came from as ``origin``
 and the file's SHA-256 as ``origin_sha256`` (what incremental re-indexing
-compares, :mod:`fastrag.store.sync`). A bad line, an unreadable file or a repeated id is reported with
-its file and line (:class:`~fastrag.store.report.SourceReport`) and the rest
-is read; a UTF-8 byte-order mark is dropped.
+compares, :mod:`fastrag.store.sync`). A bad line, an unreadable file or a
+repeated id is reported with its file and line
+(:class:`~fastrag.store.report.SourceReport`) and the rest is read; a UTF-8
+byte-order mark is dropped.
 
 Questions: ``.txt`` (one per line), ``.jsonl`` (``question`` or ``text``,
 optional ``id``), ``.csv`` (same columns) or ``.parquet`` (same columns).
@@ -211,7 +212,9 @@ def file_documents(path: Path, doc_id: str, sha256: str | None = None) -> list[d
             where = str(path) if line is None else f"{path}:{line}"
             did = validate_document(doc)
             if did in seen:
-                raise DuplicateDocumentError(f"{where}: document id {did!r} appears twice in the file")
+                raise DuplicateDocumentError(
+                    f"{where}: document id {did!r} appears twice in the file"
+                )
             seen[did] = line
             doc["origin"] = str(path)
             doc["origin_sha256"] = digest
@@ -388,11 +391,11 @@ def read_questions(path: str | Path) -> Iterator[Question]:
                 yield Question(i, None, line.rstrip("\r\n"))
     elif suffix == ".jsonl":
         with open(path, "rb") as fh:
-            for i, line in enumerate(fh):
-                if i == 0 and line.startswith(_BOM):
-                    line = line[len(_BOM) :]
+            for i, raw in enumerate(fh):
+                if i == 0 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
                 try:
-                    obj = orjson.loads(line) if line.strip() else ""
+                    obj = orjson.loads(raw) if raw.strip() else ""
                 except orjson.JSONDecodeError as exc:
                     raise DocumentError(f"{path}:{i + 1}: not valid JSON: {exc}") from exc
                 if isinstance(obj, str):
@@ -407,7 +410,9 @@ def read_questions(path: str | Path) -> Iterator[Question]:
             reader = csv.DictReader(fh)
             names = reader.fieldnames or []
             if "question" not in names and "text" not in names:
-                raise DocumentError(f"{path}: needs a header row with a 'question' or 'text' column")
+                raise DocumentError(
+                    f"{path}: needs a header row with a 'question' or 'text' column"
+                )
             for i, row in enumerate(reader):
                 yield Question(i, *_question_fields(row))
     elif suffix == ".parquet":
@@ -423,7 +428,7 @@ def read_questions(path: str | Path) -> Iterator[Question]:
         for batch in pf.iter_batches(batch_size=8192, columns=columns):
             texts = batch.column(column).to_pylist()
             ids = batch.column("id").to_pylist() if "id" in columns else [None] * len(texts)
-            for qid, text in zip(ids, texts):
+            for qid, text in zip(ids, texts, strict=True):
                 yield Question(i, None if qid is None else str(qid), text)
                 i += 1
     else:

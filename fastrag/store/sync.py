@@ -138,7 +138,7 @@ def stored_documents(store: ChunkStore) -> list[StoredDocument]:
         reader = seg.reader
         dates = seg.batch.column("updated_at").take(pa.array(starts)).to_pylist()
         parsed: dict[str | None, tuple[str | None, str | None]] = {}
-        for lo, when in zip(starts.tolist(), dates):
+        for lo, when in zip(starts.tolist(), dates, strict=True):
             if alive is not None and not alive[lo]:
                 continue
             raw = reader.metadata(lo)
@@ -297,8 +297,8 @@ def plan_sync(
             doc = _as_dict(item, index)
             if not isinstance(doc.get("origin_sha256"), str):
                 doc["origin_sha256"] = row_sha256(doc)
-            origin = doc.get("origin") if isinstance(doc.get("origin"), str) else None
-            take(doc, origin or f"document {doc['id']!r}")
+            named = doc.get("origin") if isinstance(doc.get("origin"), str) else None
+            take(doc, named or f"document {doc['id']!r}")
     if delete_missing:
         for s in by_id.values():
             if s.doc_id not in keep and s.doc_id not in seen:
@@ -308,7 +308,7 @@ def plan_sync(
 
 
 def latest_update(stored: Iterable[StoredDocument], origin: str) -> Any:
-    """Return the newest ``updated_at`` among stored documents of ``origin`` (None if there is none).
+    """Return the newest ``updated_at`` among stored documents of ``origin`` (None if none is).
 
     What ``fastrag index URL --since`` fetches after, when no time is given.
     """

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +45,7 @@ __all__ = ["CHUNKING_MODES", "Chunker", "Chunks"]
 CHUNKING_MODES = ("windows", "structure")
 """What ``Chunker(mode=...)`` accepts."""
 
-TextsLike = Sequence[str] | pa.Array | pa.ChunkedArray
+TextsLike: TypeAlias = Sequence[str] | pa.Array | pa.ChunkedArray
 """What :meth:`Chunker.chunk` accepts."""
 
 
@@ -224,11 +224,11 @@ class Chunker:
                 out = _structure.structure_utf8(data, offsets, self.window, self.overlap)
             for array in out:
                 array.flags.writeable = False
-            *table, section, sec_offsets, sec_data = out
+            doc, ord_, start, end, text_offsets, text_data, section, sec_offsets, sec_data = out
             sections = pa.LargeStringArray.from_buffers(
                 sec_offsets.size - 1, pa.py_buffer(sec_offsets), pa.py_buffer(sec_data)
             )
-            return Chunks(*table, n_docs, section, sections)
+            return Chunks(doc, ord_, start, end, text_offsets, text_data, n_docs, section, sections)
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 4):
             doc, ord_, start, end, text_offsets, text_data = _kernels.chunk_utf8(
                 data, offsets, self.window, self.overlap

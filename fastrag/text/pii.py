@@ -248,6 +248,7 @@ class Redactor:
                     f"got {type(pattern).__name__}"
                 )
             rules.append((name, pattern, None, None))
+        chosen: tuple[str, ...]
         if types is None:
             chosen = BUILTIN_TYPES
         else:

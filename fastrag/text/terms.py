@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Set
 
 from .cjk import CJK_CHAR, CJK_RUN
 from .stopwords import (
@@ -86,7 +87,7 @@ def text_terms(text: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(terms), frozenset(chars)
 
 
-def coverage(question: tuple[set[str], set[str]], sentence: tuple[set[str], set[str]]) -> float:
+def coverage(question: tuple[Set[str], Set[str]], sentence: tuple[Set[str], Set[str]]) -> float:
     """Share of a question's terms a sentence contains (CJK: half bigrams, half characters)."""
     q_terms, q_chars = question
     s_terms, s_chars = sentence

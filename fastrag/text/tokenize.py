@@ -54,7 +54,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -93,7 +93,7 @@ _CLASS_LIMIT = 0xE01F0  # past the variation selectors supplement; later code po
 _FOLD_LIMIT = 0x20000  # every cased letter is below this
 _CJK_RANGES = CJK_RANGES
 
-TextsLike = Sequence[str] | pa.Array | pa.ChunkedArray
+TextsLike: TypeAlias = Sequence[str] | pa.Array | pa.ChunkedArray
 
 
 @lru_cache(maxsize=1)

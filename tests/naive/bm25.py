@@ -48,9 +48,7 @@ def topk(
     """Best ``<= k`` rows per query with a positive score, by ``(-score, row)``."""
     rows_out, scores_out = [], []
     for row in score_matrix:
-        cand = [
-            (-s, r) for r, s in enumerate(row.tolist()) if s > 0 and (mask is None or mask[r])
-        ]
+        cand = [(-s, r) for r, s in enumerate(row.tolist()) if s > 0 and (mask is None or mask[r])]
         cand.sort()
         rows_out.append([r for _, r in cand[:k]])
         scores_out.append([-s for s, _ in cand[:k]])

@@ -157,7 +157,9 @@ def _windows(start: int, end: int, window: int, overlap: int) -> list[tuple[int,
         s = e - overlap
 
 
-def structure_chunks(text: str, window: int, overlap: int) -> list[tuple[int, int, str, str | None]]:
+def structure_chunks(
+    text: str, window: int, overlap: int
+) -> list[tuple[int, int, str, str | None]]:
     """``(start, end, chunk, section)`` of every structure-aware chunk of one document.
 
     Whole consecutive units are packed while the chunk stays within

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -69,6 +69,7 @@ DOCUMENT_SUFFIXES: tuple[str, ...] = TEXT_SUFFIXES + LINE_SUFFIXES + RICH_SUFFIX
 def rich_documents(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
     """The documents of a PDF, HTML or Word file (its loader module's ``load``)."""
     return _RICH[path.suffix.lower()].load(path, doc_id)
+
 
 OnError = Callable[[Path | str, str], None]
 """``on_error(source, reason)``: told about a source that was skipped."""
@@ -230,7 +231,7 @@ class SqlSource:
         return sql.safe_url(self.url)
 
     def load(self) -> Iterator[dict[str, Any]]:
-        """Yield one document per row, each with ``origin`` and ``origin_sha256`` (the row's hash)."""
+        """Yield one document per row, with ``origin`` and ``origin_sha256`` (the row's hash)."""
         origin = self.origin
         since = None if self.since == "last" else self.since
         for doc in sql.load_sql(self.url, self.query, since=since):
@@ -321,8 +322,10 @@ def load_documents(
     Examples
     --------
     >>> docs = fastrag.load_documents("manuals/")                        # doctest: +SKIP
-    >>> rows = fastrag.load_documents("sqlite:///repairs.db",
-    ...     query="SELECT id, solution_text AS text, fault_code FROM repair_records")  # doctest: +SKIP
+    >>> rows = fastrag.load_documents(  # doctest: +SKIP
+    ...     "sqlite:///repairs.db",
+    ...     query="SELECT id, solution_text AS text, fault_code FROM repair_records",
+    ... )
     """
     from ..sources import iter_documents
 
@@ -334,16 +337,25 @@ def load_documents(
                 yield from iter_documents(files, on_error=on_error, report=report)
                 files = []
             if item is not None:
-                for source in resolve_sources([item], query=query, since=since):
-                    yield from load_source(source, on_error=on_error, report=report)
+                source = _url_source(item, query=query, since=since)
+                yield from load_source(source, on_error=on_error, report=report)
         else:
             files.append(item)
 
 
-def _is_url(item: Any) -> bool:
+def _is_url(item: Any) -> TypeGuard[str]:
     return isinstance(item, str) and (
         item.lower().startswith(("http://", "https://")) or sql.is_database_url(item)
     )
+
+
+def _url_source(url: str, *, query: str | None, since: Any) -> SqlSource | WebSource:
+    """The source a URL names (one that :func:`_is_url` accepts), not read yet."""
+    if url.lower().startswith(("http://", "https://")):
+        return WebSource(url)
+    if query is None:
+        raise SourceError(f"{sql.safe_url(url)}: a database source needs a query (--query)")
+    return SqlSource(url, query, since)
 
 
 def resolve_sources(
@@ -356,14 +368,8 @@ def resolve_sources(
     """Find the sources named by paths and URLs (see :func:`load_documents`), none read yet."""
     items = [path_or_url] if isinstance(path_or_url, (str, Path)) else list(path_or_url)
     for item in items:
-        if isinstance(item, str) and item.lower().startswith(("http://", "https://")):
-            yield WebSource(item)
-        elif isinstance(item, str) and sql.is_database_url(item):
-            if query is None:
-                raise SourceError(
-                    f"{sql.safe_url(item)}: a database source needs a query (--query)"
-                )
-            yield SqlSource(item, query, since)
+        if _is_url(item):
+            yield _url_source(item, query=query, since=since)
         else:
             yield from iter_sources([item], on_error=on_error)
 

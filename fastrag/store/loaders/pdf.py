@@ -75,7 +75,7 @@ def _line_size(line: dict[str, Any]) -> float:
 
 
 def _page_items(page: Any) -> tuple[list[tuple[float, str, Any]], int]:
-    """``(top, kind, payload)`` of a page's lines and tables in reading order, and its char count."""
+    """``(top, kind, payload)`` of a page's lines and tables in reading order, and its chars."""
     n_chars = len(page.chars)
     tables = page.find_tables()
     boxes = [t.bbox for t in tables]

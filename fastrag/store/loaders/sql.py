@@ -1,4 +1,6 @@
-"""Database rows as documents: SQLite through the standard library, any SQLAlchemy URL (extra ``sql``).
+"""Database rows as documents: SQLite through the standard library, any SQLAlchemy URL.
+
+SQLAlchemy comes with the extra ``sql``.
 
 ``load_sql("sqlite:///repairs.db", "SELECT id, solution_text AS text,
 fault_code, machine_id, updated_at FROM repair_records")`` yields one
@@ -103,7 +105,7 @@ def _documents(
         )
     for row in rows:
         doc: dict[str, Any] = {}
-        for name, value in zip(columns, row):
+        for name, value in zip(columns, row, strict=True):
             if value is None:
                 continue
             doc[name] = _value(value, name, where)
