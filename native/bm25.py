@@ -72,7 +72,6 @@ literals ``67108864.0`` and ``2**-26``."""
 # -- building ----------------------------------------------------------------
 
 
-
 @kernel
 def _doc_terms_one(hashes, tok_offsets, i, out_hash, out_tf):
     """Sorted distinct hashes of text ``i`` and their counts, written from ``tok_offsets[i]``."""
@@ -693,8 +692,23 @@ def _query_terms(term_offsets, vocab, nnz, q_hashes, lo, hi):
 
 @kernel
 def _exhaustive_one(
-    term_offsets, rows, weights, vocab, q_hashes, lo, hi, n, mask, k,
-    acc, touched, hs, hr, out_rows, out_scores, stats,
+    term_offsets,
+    rows,
+    weights,
+    vocab,
+    q_hashes,
+    lo,
+    hi,
+    n,
+    mask,
+    k,
+    acc,
+    touched,
+    hs,
+    hr,
+    out_rows,
+    out_scores,
+    stats,
 ):
     """Score every posting of every query term; write the best ``<= k`` rows (the reference).
 
@@ -753,8 +767,28 @@ def _exhaustive_one(
 
 @kernel
 def _pruned_one(
-    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes, lo, hi,
-    n, mask, k, block_size, window, acc, bits, hs, hr, out_rows, out_scores, stats,
+    term_offsets,
+    rows,
+    weights,
+    max_weight,
+    block_offsets,
+    block_max,
+    vocab,
+    q_hashes,
+    lo,
+    hi,
+    n,
+    mask,
+    k,
+    block_size,
+    window,
+    acc,
+    bits,
+    hs,
+    hr,
+    out_rows,
+    out_scores,
+    stats,
 ):
     """Best ``<= k`` rows of one query by block-max MaxScore over row windows.
 
@@ -971,7 +1005,9 @@ def _pruned_one(
                                     if size == k:
                                         theta = hs[0]
                                         lim = _limit_below(theta) if seeded else _limit(theta)
-                                elif s > lim and (not seeded or _worse(hs[0], hr[0], _to_score(s), r)):
+                                elif s > lim and (
+                                    not seeded or _worse(hs[0], hr[0], _to_score(s), r)
+                                ):
                                     hs[0] = _to_score(s)
                                     hr[0] = r
                                     _sift_down(hs, hr, size, 0)
@@ -1043,8 +1079,24 @@ def _pruned_one(
 
 @parallel_kernel
 def _search_parallel(
-    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
-    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+    term_offsets,
+    rows,
+    weights,
+    max_weight,
+    block_offsets,
+    block_max,
+    vocab,
+    q_hashes,
+    q_offsets,
+    n,
+    mask,
+    k,
+    block_size,
+    window,
+    n_blocks,
+    out_rows,
+    out_scores,
+    stats,
 ):
     """:func:`_pruned_one` for every query; query ``q`` goes to block ``q % n_blocks``."""
     m = q_offsets.size - 1
@@ -1055,16 +1107,51 @@ def _search_parallel(
         hr = np.empty(k, dtype=np.int32)
         for q in range(blk, m, n_blocks):
             _pruned_one(
-                term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
-                q_hashes, q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits,
-                hs, hr, out_rows[q], out_scores[q], stats[q],
+                term_offsets,
+                rows,
+                weights,
+                max_weight,
+                block_offsets,
+                block_max,
+                vocab,
+                q_hashes,
+                q_offsets[q],
+                q_offsets[q + 1],
+                n,
+                mask,
+                k,
+                block_size,
+                window,
+                acc,
+                bits,
+                hs,
+                hr,
+                out_rows[q],
+                out_scores[q],
+                stats[q],
             )
 
 
 @kernel
 def _search_serial(
-    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
-    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+    term_offsets,
+    rows,
+    weights,
+    max_weight,
+    block_offsets,
+    block_max,
+    vocab,
+    q_hashes,
+    q_offsets,
+    n,
+    mask,
+    k,
+    block_size,
+    window,
+    n_blocks,
+    out_rows,
+    out_scores,
+    stats,
 ):
     """Serial twin of :func:`_search_parallel` (small batches)."""
     m = q_offsets.size - 1
@@ -1074,16 +1161,46 @@ def _search_serial(
     hr = np.empty(k, dtype=np.int32)
     for q in range(m):
         _pruned_one(
-            term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
-            q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits, hs, hr,
-            out_rows[q], out_scores[q], stats[q],
+            term_offsets,
+            rows,
+            weights,
+            max_weight,
+            block_offsets,
+            block_max,
+            vocab,
+            q_hashes,
+            q_offsets[q],
+            q_offsets[q + 1],
+            n,
+            mask,
+            k,
+            block_size,
+            window,
+            acc,
+            bits,
+            hs,
+            hr,
+            out_rows[q],
+            out_scores[q],
+            stats[q],
         )
 
 
 @parallel_kernel
 def _exhaustive_parallel(
-    term_offsets, rows, weights, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
-    out_rows, out_scores, stats,
+    term_offsets,
+    rows,
+    weights,
+    vocab,
+    q_hashes,
+    q_offsets,
+    n,
+    mask,
+    k,
+    n_blocks,
+    out_rows,
+    out_scores,
+    stats,
 ):
     """:func:`_exhaustive_one` for every query (parallel over blocks of queries)."""
     m = q_offsets.size - 1
@@ -1094,16 +1211,41 @@ def _exhaustive_parallel(
         hr = np.empty(k, dtype=np.int32)
         for q in range(blk, m, n_blocks):
             _exhaustive_one(
-                term_offsets, rows, weights, vocab, q_hashes, q_offsets[q],
-                q_offsets[q + 1], n, mask, k, acc, touched, hs, hr, out_rows[q], out_scores[q],
+                term_offsets,
+                rows,
+                weights,
+                vocab,
+                q_hashes,
+                q_offsets[q],
+                q_offsets[q + 1],
+                n,
+                mask,
+                k,
+                acc,
+                touched,
+                hs,
+                hr,
+                out_rows[q],
+                out_scores[q],
                 stats[q],
             )
 
 
 @kernel
 def _exhaustive_serial(
-    term_offsets, rows, weights, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
-    out_rows, out_scores, stats,
+    term_offsets,
+    rows,
+    weights,
+    vocab,
+    q_hashes,
+    q_offsets,
+    n,
+    mask,
+    k,
+    n_blocks,
+    out_rows,
+    out_scores,
+    stats,
 ):
     """Serial twin of :func:`_exhaustive_parallel`."""
     m = q_offsets.size - 1
@@ -1113,8 +1255,23 @@ def _exhaustive_serial(
     hr = np.empty(k, dtype=np.int32)
     for q in range(m):
         _exhaustive_one(
-            term_offsets, rows, weights, vocab, q_hashes, q_offsets[q], q_offsets[q + 1], n,
-            mask, k, acc, touched, hs, hr, out_rows[q], out_scores[q], stats[q],
+            term_offsets,
+            rows,
+            weights,
+            vocab,
+            q_hashes,
+            q_offsets[q],
+            q_offsets[q + 1],
+            n,
+            mask,
+            k,
+            acc,
+            touched,
+            hs,
+            hr,
+            out_rows[q],
+            out_scores[q],
+            stats[q],
         )
 
 
@@ -1284,7 +1441,8 @@ def search(
                 starts, ends = q_offsets[which], q_offsets[which + 1]
                 sub_offsets = np.zeros(which.size + 1, dtype=np.int64)
                 np.cumsum(ends - starts, out=sub_offsets[1:])
-                sub_hashes = np.concatenate([q_hashes[a:b] for a, b in zip(starts, ends)])
+                pieces = [q_hashes[a:b] for a, b in zip(starts, ends, strict=True)]
+                sub_hashes = np.concatenate(pieces)
                 got = search(
                     term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
                     np.ascontiguousarray(sub_hashes, dtype=np.uint64), sub_offsets, n, k, mask,
@@ -1332,15 +1490,17 @@ def warmup() -> None:
     imp = impacts(rows, tfs, doc_len, 0.9, 0.4, 2.0)
     idf = np.ones(vocab.size, dtype=np.float32)
     wts = weights(term_offsets, imp, idf)
-    max_weight = term_maxima(term_offsets, wts)
-    block_offsets, block_max = block_maxima(term_offsets, wts, BLOCK_SIZE)
+    term_maxima(term_offsets, wts)
+    block_maxima(term_offsets, wts, BLOCK_SIZE)
     merge_postings(term_offsets, rows, tfs, remap, pair_term, pair_tf, pair_offsets, 3, vocab.size)
     compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
     query_weights(vocab, idf, hashes, tok_offsets)
     warmup_search()
 
 
-def warmup_search(methods: tuple[str, ...] = ("maxscore", "exhaustive"), parallel: bool = True) -> None:
+def warmup_search(
+    methods: tuple[str, ...] = ("maxscore", "exhaustive"), parallel: bool = True
+) -> None:
     """Compile the search kernels only, on a hand-made index (no build kernel is compiled).
 
     ``methods`` and ``parallel`` narrow it to what a caller will run: a

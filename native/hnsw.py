@@ -155,7 +155,7 @@ def graph_layout(
 
 @kernel(inline="always")
 def _dist(vecs, at, q):  # pragma: no cover - inlined
-    """hnswlib's inner-product distance ``1 - dot`` of ``q`` and the vector at word ``at``."""
+    """The inner-product distance of hnswlib, ``1 - dot`` of ``q`` and the vector at word ``at``."""
     d = q.size
     v = vecs[at : at + d]  # a slice: unit-stride loads the loop vectorises
     s = np.float32(0.0)
@@ -218,7 +218,7 @@ def _max_pop(hd, hi, size):
 def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
                 n_deleted, allowed, entry, maxlevel, q, k, ef, visited, cd, ci, td, ti, out_labels,
                 out_dist):  # fmt: skip
-    """hnswlib's ``searchKnn`` for one query; return how many results it wrote (``<= k``).
+    """The ``searchKnn`` of hnswlib for one query; return how many results it wrote (``<= k``).
 
     ``visited`` holds one uint16 tag per element and the current tag in its
     last slot; ``cd``/``ci`` (the candidate queue, a max-heap of ``(-dist,
@@ -317,9 +317,30 @@ def _search_serial(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels
     ti = np.empty(ef + 1, dtype=np.int64)
     for qi in range(queries.shape[0]):
         f, cd, ci = _search_one(
-            words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
-            n_deleted, allowed, entry, maxlevel, queries[qi], k, ef, visited, cd, ci, td, ti,
-            out_labels[qi], out_dist[qi],
+            words,
+            vecs,
+            per_w,
+            data_w,
+            label_w,
+            max_m,
+            upper_off,
+            levels,
+            labels,
+            deleted,
+            n_deleted,
+            allowed,
+            entry,
+            maxlevel,
+            queries[qi],
+            k,
+            ef,
+            visited,
+            cd,
+            ci,
+            td,
+            ti,
+            out_labels[qi],
+            out_dist[qi],
         )
         found[qi] = f
 
@@ -339,9 +360,30 @@ def _search_parallel(words, vecs, per_w, data_w, label_w, max_m, upper_off, leve
         vis = visited[b]
         for qi in range(b, m, n_blocks):
             f, cd, ci = _search_one(
-                words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
-                n_deleted, allowed, entry, maxlevel, queries[qi], k, ef, vis, cd, ci, td, ti,
-                out_labels[qi], out_dist[qi],
+                words,
+                vecs,
+                per_w,
+                data_w,
+                label_w,
+                max_m,
+                upper_off,
+                levels,
+                labels,
+                deleted,
+                n_deleted,
+                allowed,
+                entry,
+                maxlevel,
+                queries[qi],
+                k,
+                ef,
+                vis,
+                cd,
+                ci,
+                td,
+                ti,
+                out_labels[qi],
+                out_dist[qi],
             )
             found[qi] = f
 
@@ -361,7 +403,7 @@ def search(
     ef: int,
     visited: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """hnswlib's search of every query, on the mapped file.
+    """The hnswlib search of every query, on the mapped file.
 
     Parameters
     ----------

@@ -60,7 +60,7 @@ _MAX_DEPTH = 6  # heading levels
 
 @parallel_kernel
 def _count_lines(data, offsets, out) -> None:
-    """``out[i]`` = number of ``\\n`` in document ``i`` plus one."""
+    r"""``out[i]`` = number of ``\n`` in document ``i`` plus one."""
     for i in prange(offsets.size - 1):
         n = 1
         for p in range(offsets[i], offsets[i + 1]):
@@ -69,7 +69,7 @@ def _count_lines(data, offsets, out) -> None:
 
 
 def count_lines(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Lines of every document (``\\n`` count plus one).
+    r"""Lines of every document (``\n`` count plus one).
 
     Parameters
     ----------

@@ -31,7 +31,10 @@ __all__ = ["compile_all", "start_query_compile"]
 # about equal: child tokenize + bm25 + fusion, parent the rest.
 _CHILD_MODULES = ("tokenize", "bm25", "fusion")
 _CHILD_PROBES = (
-    tokenize._replace_words_pass, bm25._search_serial, bm25._search_parallel, fusion.rrf_fuse,
+    tokenize._replace_words_pass,
+    bm25._search_serial,
+    bm25._search_parallel,
+    fusion.rrf_fuse,
 )
 
 
@@ -54,7 +57,8 @@ def _start_child(
     # Run it where the installed package is found first: from a source checkout
     # (whose fastrag/ has no _native) the child could not import the kernels.
     top = sys.modules.get(__name__.split(".")[0])
-    cwd = os.path.dirname(os.path.dirname(os.path.abspath(top.__file__))) if top else None
+    where = getattr(top, "__file__", None)
+    cwd = os.path.dirname(os.path.dirname(os.path.abspath(where))) if where else None
     try:
         return subprocess.Popen(
             [sys.executable, "-c", code],
