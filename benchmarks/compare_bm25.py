@@ -385,9 +385,11 @@ def retrieve_compare(
     t0 = time.perf_counter()
     kb = KnowledgeBase.build({"id": f"d{i}", "text": t} for i, t in enumerate(texts))
     build = time.perf_counter() - t0
-    kb_tok = kb._bm25.tokenizer  # the tokens fastrag searches with, given to bm25s too
-    chunks = kb._store.rows(np.arange(len(kb)), ["text"]).column("text").to_pylist()
-    retriever = bm25s.BM25(k1=kb._bm25.k1, b=kb._bm25.b, method="lucene", backend="numba")
+    kb_tok = kb._corpus.keyword.tokenizer  # the tokens fastrag searches with, given to bm25s too
+    chunks = kb._corpus.store.rows(np.arange(len(kb)), ["text"]).column("text").to_pylist()
+    retriever = bm25s.BM25(
+        k1=kb._corpus.keyword.k1, b=kb._corpus.keyword.b, method="lucene", backend="numba"
+    )
     retriever.index(kb_tok.token_strings(chunks), show_progress=False)
     del chunks
     vocab = retriever.vocab_dict

@@ -103,7 +103,7 @@ def score(kb, ds, qids, texts, mode) -> dict[str, float]:
 
 
 def with_retrieval(kb: KnowledgeBase, cfg: RetrievalConfig) -> KnowledgeBase:
-    kb._retrieval = cfg  # noqa: SLF001 - a benchmark switching fusion settings on one index
+    kb._retriever.config = cfg  # noqa: SLF001 - a benchmark switching fusion settings on one index
     return kb
 
 
@@ -286,7 +286,7 @@ def main() -> None:
             results["characters_tuned"] = tune(kbc, ds, halves, RetrievalConfig())
         del kbc
     if args.teacher_alone:
-        chunk_texts = kb._store.segments[0].batch.column("text").to_pylist()  # noqa: SLF001
+        chunk_texts = kb._corpus.store.segments[0].batch.column("text").to_pylist()  # noqa: SLF001
         sample = None
         if args.workdir and (Path(args.workdir) / "sample.f32").exists():
             state = json.loads((Path(args.workdir) / "state.json").read_text())

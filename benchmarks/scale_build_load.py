@@ -69,9 +69,9 @@ from fastrag.index.keyword import BM25Index
 from fastrag.text.utf8 import utf8_buffers
 warmup()
 kb = KnowledgeBase.load(sys.argv[1])
-(seg,) = kb._store.segments
+(seg,) = kb._corpus.store.segments
 data, offsets = utf8_buffers(seg.batch.column("text"))
-tok = kb._bm25.tokenizer
+tok = kb._corpus.keyword.tokenizer
 codes = seg.batch.column("doc_id").indices.to_numpy(zero_copy_only=False)
 starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
 doc_starts = np.append(starts, codes.size).astype(np.int64)
@@ -82,7 +82,7 @@ for _ in range(int(sys.argv[2])):
     chunk = BM25Index.build(data, offsets, tok)
     t1 = time.perf_counter() - t
     t = time.perf_counter()
-    doc_data, doc_offsets = join_windows(data, offsets, doc_starts, kb._chunker.overlap)
+    doc_data, doc_offsets = join_windows(data, offsets, doc_starts, kb._settings.chunker.overlap)
     doc = BM25Index.build(doc_data, doc_offsets, tok)
     t2 = time.perf_counter() - t
     runs.append({"chunk_s": t1, "doc_s": t2, "chunk_postings": chunk.n_postings,
