@@ -147,8 +147,7 @@ def main() -> None:
     kb = KnowledgeBase.load(path)
     load_s = time.perf_counter() - t
     # The graph loads in the background (exact search until then): measure the graph.
-    ready = getattr(kb, "wait_ready", lambda: True)
-    ready()
+    kb.wait_ready()
     ready_s = time.perf_counter() - t
     info = build_info(path)
     print(

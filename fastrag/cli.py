@@ -572,6 +572,24 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_mode(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mode",
+        choices=("hybrid", "vector", "keyword"),
+        default=None,
+        help="retrieval mode (default: the knowledge base's, hybrid)",
+    )
+
+
+def _add_llm(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--llm",
+        action="store_true",
+        help="answer with the chat model of FASTRAG_BASE_URL / FASTRAG_API_KEY / "
+        "FASTRAG_CHAT_MODEL instead of the offline extractive answerer",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fastrag`` command."""
     common = argparse.ArgumentParser(add_help=False)
@@ -655,18 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question")
     p.add_argument("--kb", required=True, help="knowledge-base folder")
     p.add_argument("-k", "--k", type=int, default=5, help="chunks retrieved (default 5)")
-    p.add_argument(
-        "--mode",
-        choices=("hybrid", "vector", "keyword"),
-        default=None,
-        help="retrieval mode (default: the knowledge base's, hybrid)",
-    )
-    p.add_argument(
-        "--llm",
-        action="store_true",
-        help="answer with the chat model of FASTRAG_BASE_URL / FASTRAG_API_KEY / "
-        "FASTRAG_CHAT_MODEL instead of the offline extractive answerer",
-    )
+    _add_mode(p)
+    _add_llm(p)
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.set_defaults(func=cmd_ask)
@@ -678,17 +686,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=int, default=5, help="chunks per question (default 5)")
     p.add_argument("--batch-size", type=int, default=1024, help="questions per batch (1024)")
     p.add_argument("--resume", action="store_true", help="keep finished rows of --out, do the rest")
-    p.add_argument(
-        "--mode",
-        choices=("hybrid", "vector", "keyword"),
-        default=None,
-        help="retrieval mode (default: the knowledge base's, hybrid)",
-    )
-    p.add_argument(
-        "--llm",
-        action="store_true",
-        help="answer with the chat model configured by FASTRAG_* variables",
-    )
+    _add_mode(p)
+    _add_llm(p)
     p.add_argument(
         "--max-concurrency",
         type=int,
@@ -777,11 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow binding to a non-loopback address without --keys",
     )
-    p.add_argument(
-        "--llm",
-        action="store_true",
-        help="answer with the chat model configured by FASTRAG_* variables",
-    )
+    _add_llm(p)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (30)")
     p.add_argument(
         "--max-queue", type=int, default=64, help="requests held per worker before 503 (64)"
@@ -813,11 +808,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[NAME=]PATH",
         help="a knowledge base to serve (repeat for more)",
     )
-    p.add_argument(
-        "--llm",
-        action="store_true",
-        help="answer with the chat model configured by FASTRAG_* variables",
-    )
+    _add_llm(p)
     p.set_defaults(func=cmd_mcp)
 
     p = add("upgrade", "rewrite a knowledge base saved by an older fastrag in the current formats")

@@ -692,24 +692,9 @@ def _query_terms(term_offsets, vocab, nnz, q_hashes, lo, hi):
 
 @kernel
 def _exhaustive_one(
-    term_offsets,
-    rows,
-    weights,
-    vocab,
-    q_hashes,
-    lo,
-    hi,
-    n,
-    mask,
-    k,
-    acc,
-    touched,
-    hs,
-    hr,
-    out_rows,
-    out_scores,
-    stats,
-):
+    term_offsets, rows, weights, vocab, q_hashes, lo, hi, n, mask, k,
+    acc, touched, hs, hr, out_rows, out_scores, stats,
+):  # fmt: skip
     """Score every posting of every query term; write the best ``<= k`` rows (the reference).
 
     Term-at-a-time into the fixed-point accumulator ``acc`` (all zeros on
@@ -767,29 +752,9 @@ def _exhaustive_one(
 
 @kernel
 def _pruned_one(
-    term_offsets,
-    rows,
-    weights,
-    max_weight,
-    block_offsets,
-    block_max,
-    vocab,
-    q_hashes,
-    lo,
-    hi,
-    n,
-    mask,
-    k,
-    block_size,
-    window,
-    acc,
-    bits,
-    hs,
-    hr,
-    out_rows,
-    out_scores,
-    stats,
-):
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes, lo, hi,
+    n, mask, k, block_size, window, acc, bits, hs, hr, out_rows, out_scores, stats,
+):  # fmt: skip
     """Best ``<= k`` rows of one query by block-max MaxScore over row windows.
 
     Rows are visited in increasing order, one window of at most ``window``
@@ -1079,25 +1044,9 @@ def _pruned_one(
 
 @parallel_kernel
 def _search_parallel(
-    term_offsets,
-    rows,
-    weights,
-    max_weight,
-    block_offsets,
-    block_max,
-    vocab,
-    q_hashes,
-    q_offsets,
-    n,
-    mask,
-    k,
-    block_size,
-    window,
-    n_blocks,
-    out_rows,
-    out_scores,
-    stats,
-):
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+):  # fmt: skip
     """:func:`_pruned_one` for every query; query ``q`` goes to block ``q % n_blocks``."""
     m = q_offsets.size - 1
     for blk in prange(n_blocks):
@@ -1107,52 +1056,17 @@ def _search_parallel(
         hr = np.empty(k, dtype=np.int32)
         for q in range(blk, m, n_blocks):
             _pruned_one(
-                term_offsets,
-                rows,
-                weights,
-                max_weight,
-                block_offsets,
-                block_max,
-                vocab,
-                q_hashes,
-                q_offsets[q],
-                q_offsets[q + 1],
-                n,
-                mask,
-                k,
-                block_size,
-                window,
-                acc,
-                bits,
-                hs,
-                hr,
-                out_rows[q],
-                out_scores[q],
-                stats[q],
-            )
+                term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
+                q_hashes, q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits,
+                hs, hr, out_rows[q], out_scores[q], stats[q],
+            )  # fmt: skip
 
 
 @kernel
 def _search_serial(
-    term_offsets,
-    rows,
-    weights,
-    max_weight,
-    block_offsets,
-    block_max,
-    vocab,
-    q_hashes,
-    q_offsets,
-    n,
-    mask,
-    k,
-    block_size,
-    window,
-    n_blocks,
-    out_rows,
-    out_scores,
-    stats,
-):
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+):  # fmt: skip
     """Serial twin of :func:`_search_parallel` (small batches)."""
     m = q_offsets.size - 1
     acc = np.zeros(window, dtype=np.int64)
@@ -1161,47 +1075,17 @@ def _search_serial(
     hr = np.empty(k, dtype=np.int32)
     for q in range(m):
         _pruned_one(
-            term_offsets,
-            rows,
-            weights,
-            max_weight,
-            block_offsets,
-            block_max,
-            vocab,
-            q_hashes,
-            q_offsets[q],
-            q_offsets[q + 1],
-            n,
-            mask,
-            k,
-            block_size,
-            window,
-            acc,
-            bits,
-            hs,
-            hr,
-            out_rows[q],
-            out_scores[q],
-            stats[q],
-        )
+            term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+            q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits, hs, hr,
+            out_rows[q], out_scores[q], stats[q],
+        )  # fmt: skip
 
 
 @parallel_kernel
 def _exhaustive_parallel(
-    term_offsets,
-    rows,
-    weights,
-    vocab,
-    q_hashes,
-    q_offsets,
-    n,
-    mask,
-    k,
-    n_blocks,
-    out_rows,
-    out_scores,
-    stats,
-):
+    term_offsets, rows, weights, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
+    out_rows, out_scores, stats,
+):  # fmt: skip
     """:func:`_exhaustive_one` for every query (parallel over blocks of queries)."""
     m = q_offsets.size - 1
     for blk in prange(n_blocks):
@@ -1211,42 +1095,17 @@ def _exhaustive_parallel(
         hr = np.empty(k, dtype=np.int32)
         for q in range(blk, m, n_blocks):
             _exhaustive_one(
-                term_offsets,
-                rows,
-                weights,
-                vocab,
-                q_hashes,
-                q_offsets[q],
-                q_offsets[q + 1],
-                n,
-                mask,
-                k,
-                acc,
-                touched,
-                hs,
-                hr,
-                out_rows[q],
-                out_scores[q],
+                term_offsets, rows, weights, vocab, q_hashes, q_offsets[q],
+                q_offsets[q + 1], n, mask, k, acc, touched, hs, hr, out_rows[q], out_scores[q],
                 stats[q],
-            )
+            )  # fmt: skip
 
 
 @kernel
 def _exhaustive_serial(
-    term_offsets,
-    rows,
-    weights,
-    vocab,
-    q_hashes,
-    q_offsets,
-    n,
-    mask,
-    k,
-    n_blocks,
-    out_rows,
-    out_scores,
-    stats,
-):
+    term_offsets, rows, weights, vocab, q_hashes, q_offsets, n, mask, k, n_blocks,
+    out_rows, out_scores, stats,
+):  # fmt: skip
     """Serial twin of :func:`_exhaustive_parallel`."""
     m = q_offsets.size - 1
     acc = np.zeros(n, dtype=np.int64)
@@ -1255,24 +1114,9 @@ def _exhaustive_serial(
     hr = np.empty(k, dtype=np.int32)
     for q in range(m):
         _exhaustive_one(
-            term_offsets,
-            rows,
-            weights,
-            vocab,
-            q_hashes,
-            q_offsets[q],
-            q_offsets[q + 1],
-            n,
-            mask,
-            k,
-            acc,
-            touched,
-            hs,
-            hr,
-            out_rows[q],
-            out_scores[q],
-            stats[q],
-        )
+            term_offsets, rows, weights, vocab, q_hashes, q_offsets[q], q_offsets[q + 1], n,
+            mask, k, acc, touched, hs, hr, out_rows[q], out_scores[q], stats[q],
+        )  # fmt: skip
 
 
 @kernel
@@ -1432,20 +1276,22 @@ def search(
     out_stats = np.zeros((m, 2), dtype=np.int64)
     if method == "auto":
         method = "maxscore" if rows.size >= PRUNE_MIN_POSTINGS else "exhaustive"
-        long = np.diff(q_offsets) > PRUNE_MAX_TOKENS
+        sizes = np.diff(q_offsets)
+        long = sizes > PRUNE_MAX_TOKENS
         if method == "maxscore" and long.any():
             parts = [(np.flatnonzero(~long), "maxscore"), (np.flatnonzero(long), "exhaustive")]
             for which, part_method in parts:
                 if which.size == 0:
                     continue
-                starts, ends = q_offsets[which], q_offsets[which + 1]
+                starts, lengths = q_offsets[which], sizes[which]
                 sub_offsets = np.zeros(which.size + 1, dtype=np.int64)
-                np.cumsum(ends - starts, out=sub_offsets[1:])
-                pieces = [q_hashes[a:b] for a, b in zip(starts, ends, strict=True)]
-                sub_hashes = np.concatenate(pieces)
+                np.cumsum(lengths, out=sub_offsets[1:])
+                # token j of the sub-batch is token j - sub_offsets[q] + starts[q] of the batch
+                shift = np.repeat(starts - sub_offsets[:-1], lengths)
+                sub_hashes = q_hashes[np.arange(sub_offsets[-1]) + shift]
                 got = search(
                     term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
-                    np.ascontiguousarray(sub_hashes, dtype=np.uint64), sub_offsets, n, k, mask,
+                    sub_hashes, sub_offsets, n, k, mask,
                     n_threads, block_size=block_size, method=part_method, window=window,
                     stats=True,
                 )  # fmt: skip

@@ -317,31 +317,10 @@ def _search_serial(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels
     ti = np.empty(ef + 1, dtype=np.int64)
     for qi in range(queries.shape[0]):
         f, cd, ci = _search_one(
-            words,
-            vecs,
-            per_w,
-            data_w,
-            label_w,
-            max_m,
-            upper_off,
-            levels,
-            labels,
-            deleted,
-            n_deleted,
-            allowed,
-            entry,
-            maxlevel,
-            queries[qi],
-            k,
-            ef,
-            visited,
-            cd,
-            ci,
-            td,
-            ti,
-            out_labels[qi],
-            out_dist[qi],
-        )
+            words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
+            n_deleted, allowed, entry, maxlevel, queries[qi], k, ef, visited, cd, ci, td, ti,
+            out_labels[qi], out_dist[qi],
+        )  # fmt: skip
         found[qi] = f
 
 
@@ -360,31 +339,10 @@ def _search_parallel(words, vecs, per_w, data_w, label_w, max_m, upper_off, leve
         vis = visited[b]
         for qi in range(b, m, n_blocks):
             f, cd, ci = _search_one(
-                words,
-                vecs,
-                per_w,
-                data_w,
-                label_w,
-                max_m,
-                upper_off,
-                levels,
-                labels,
-                deleted,
-                n_deleted,
-                allowed,
-                entry,
-                maxlevel,
-                queries[qi],
-                k,
-                ef,
-                vis,
-                cd,
-                ci,
-                td,
-                ti,
-                out_labels[qi],
-                out_dist[qi],
-            )
+                words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
+                n_deleted, allowed, entry, maxlevel, queries[qi], k, ef, vis, cd, ci, td, ti,
+                out_labels[qi], out_dist[qi],
+            )  # fmt: skip
             found[qi] = f
 
 

@@ -31,11 +31,8 @@ __all__ = ["compile_all", "start_query_compile"]
 # about equal: child tokenize + bm25 + fusion, parent the rest.
 _CHILD_MODULES = ("tokenize", "bm25", "fusion")
 _CHILD_PROBES = (
-    tokenize._replace_words_pass,
-    bm25._search_serial,
-    bm25._search_parallel,
-    fusion.rrf_fuse,
-)
+    tokenize._replace_words_pass, bm25._search_serial, bm25._search_parallel, fusion.rrf_fuse,
+)  # fmt: skip
 
 
 def _cached(dispatcher: object) -> bool:
