@@ -7,8 +7,12 @@ import errno
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
 
 from .errors import StoreCorruptedError, StoreError
 
@@ -20,6 +24,7 @@ __all__ = [
     "fsync_dir",
     "fsync_file",
     "sha256_file",
+    "write_arrow",
 ]
 
 
@@ -114,6 +119,43 @@ class HashingFile:
     def hexdigest(self) -> str:
         """SHA-256 of everything written."""
         return self._hash.hexdigest()
+
+
+def write_arrow(
+    path: Path, schema: Any, batches: Iterable[Any], *, what: str, atomic: bool = True
+) -> dict[str, Any]:
+    """Write record batches as one Arrow IPC file, fsynced, hashed while written.
+
+    With ``atomic`` the file is written beside ``path`` and renamed over it
+    (then its directory is fsynced), so a reader sees the old file or the
+    new one, whole; without, ``path`` is written directly (a snapshot
+    directory being staged). Returns ``{"bytes": size, "sha256": hex}``.
+
+    Raises
+    ------
+    StoreError
+        The file cannot be written (``what`` names it in the message).
+    """
+    tmp = f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}"
+    target = path.with_name(tmp) if atomic else path
+    try:
+        sink = HashingFile(target)
+        try:
+            with pa.PythonFile(sink, mode="w") as stream:
+                with pa.ipc.new_file(stream, schema) as writer:
+                    for batch in batches:
+                        writer.write_batch(batch)
+        finally:
+            sink.close()  # fsyncs
+        if atomic:
+            os.replace(target, path)
+            fsync_dir(path.parent)
+    except OSError as exc:
+        if atomic:
+            with contextlib.suppress(OSError):
+                target.unlink()
+        raise StoreError(f"{path}: cannot write the {what}: {exc}") from exc
+    return {"bytes": sink.size, "sha256": sink.hexdigest()}
 
 
 @contextlib.contextmanager

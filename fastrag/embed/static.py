@@ -41,7 +41,6 @@ raises :class:`~fastrag.errors.EmbedderMismatchError`.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -56,7 +55,7 @@ import orjson
 import pyarrow as pa
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
-from .._fs import HashingFile, fsync_dir
+from .._fs import write_arrow
 from .._native import static as _kernels
 from .._native._jit import readonly
 from .._threads import threads as _threads
@@ -65,7 +64,6 @@ from ..errors import (
     EmbedderError,
     NotFittedError,
     StoreCorruptedError,
-    StoreError,
 )
 from ..text.tokenize import Tokenizer, check_utf8
 from ..text.utf8 import encode_utf8
@@ -328,22 +326,7 @@ class StaticTable:
             ],
             schema=schema,
         )
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-        try:
-            sink = HashingFile(tmp)
-            try:
-                with pa.PythonFile(sink, mode="w") as stream:
-                    with pa.ipc.new_file(stream, schema) as writer:
-                        writer.write_batch(batch)
-            finally:
-                sink.close()
-            os.replace(tmp, path)
-            fsync_dir(path.parent)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise StoreError(f"{path}: cannot write the static table: {exc}") from exc
-        return {"bytes": sink.size, "sha256": sink.hexdigest()}
+        return write_arrow(path, schema, [batch], what="static table")
 
     @classmethod
     def read(cls, path: str | os.PathLike[str], *, verify: bool = False) -> StaticTable:

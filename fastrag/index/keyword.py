@@ -37,7 +37,6 @@ without a copy or a parse.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import os
@@ -51,12 +50,12 @@ import orjson
 import pyarrow as pa
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
-from .._fs import HashingFile, fsync_dir
+from .._fs import write_arrow
 from .._native import bm25 as _kernels
 from .._native.tokenize import distinct_hashes
 from .._threads import resolve_threads
 from .._threads import threads as _threads
-from ..errors import ConfigError, DocumentError, StoreCorruptedError, StoreError
+from ..errors import ConfigError, DocumentError, StoreCorruptedError
 from ..text.tokenize import TextsLike, Tokenizer, Tokens, as_utf8, check_utf8
 
 __all__ = ["BLOCK_SIZE", "BM25_FILE", "BM25Index"]
@@ -747,22 +746,7 @@ class BM25Index:
             columns.append(pa.LargeListArray.from_arrays(offs, values))
         schema = _SCHEMA.with_metadata({b"fastrag": orjson.dumps(meta)})
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            sink = HashingFile(tmp)
-            try:
-                with pa.PythonFile(sink, mode="w") as stream:
-                    with pa.ipc.new_file(stream, schema) as writer:
-                        writer.write_batch(batch)
-            finally:
-                sink.close()  # fsyncs
-            os.replace(tmp, path)
-            fsync_dir(path.parent)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise StoreError(f"{path}: cannot write the BM25 index: {exc}") from exc
-        return {"bytes": sink.size, "sha256": sink.hexdigest()}
+        return write_arrow(path, schema, [batch], what="BM25 index")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> BM25Index:

@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from .._fs import HashingFile, check_recorded
+from .._fs import check_recorded, write_arrow
 from ..errors import StoreCorruptedError, StoreError
 from ..types import Hit
 
@@ -888,15 +888,7 @@ class ChunkStore:
             (CHUNKS_FILE, self.schema, table.to_batches()),
             (TOMBSTONES_FILE, tomb.schema, tomb.to_batches()),
         ):
-            sink = HashingFile(directory / name)
-            try:
-                with pa.PythonFile(sink, mode="w") as stream:
-                    with pa.ipc.new_file(stream, schema) as writer:
-                        for batch in parts:
-                            writer.write_batch(batch)
-            finally:
-                sink.close()  # fsyncs
-            out[name] = {"bytes": sink.size, "sha256": sink.hexdigest()}
+            out[name] = write_arrow(directory / name, schema, parts, what=name, atomic=False)
         return out
 
     @classmethod
