@@ -43,6 +43,7 @@ __all__ = [
     "build_batch",
     "hits_table",
     "chunk_schema",
+    "instance_starts",
 ]
 
 HIT_TABLE = pa.schema(
@@ -177,6 +178,31 @@ def build_batch(
         pa.nulls(n, _DICT_STR) if section is None else section.cast(_DICT_STR),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=chunk_schema(dim))
+
+
+def instance_starts(batch: pa.RecordBatch) -> np.ndarray:
+    """Local row of the first chunk of every document instance in ``batch``, ascending.
+
+    A document's chunks are one contiguous run of rows with ``ord`` 0, 1, 2,
+    ...; an instance starts where the ``doc_id`` changes *or* ``ord`` is 0.
+    The second condition matters: a document deleted and added again under
+    the same id can end up in the row right after its dead instance once
+    segments merge, and the two are different instances (the document
+    BM25 index holds one row for each).
+
+    This is the one definition every index of documents uses: the row
+    document numbers (:meth:`ChunkStore.row_docs`), the document index, the
+    document BM25 texts and the sync's stored documents.
+    """
+    n = batch.num_rows
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    codes = batch.column("doc_id").indices.to_numpy(zero_copy_only=False)
+    ords = batch.column("ord").to_numpy(zero_copy_only=False)
+    start = ords == 0
+    start[0] = True
+    start[1:] |= codes[1:] != codes[:-1]
+    return np.flatnonzero(start).astype(np.int64)
 
 
 def _vector_view(batch: pa.RecordBatch, dim: int) -> np.ndarray:
@@ -592,13 +618,11 @@ class ChunkStore:
             parts = []
             base = 0
             for seg in self.segments:
-                codes = seg.batch.column("doc_id").indices.to_numpy(zero_copy_only=False)
-                if codes.size == 0:
+                if len(seg) == 0:
                     continue
-                start = np.empty(codes.size, dtype=np.bool_)
-                start[0] = True
-                np.not_equal(codes[1:], codes[:-1], out=start[1:])
-                numbers = np.cumsum(start, dtype=np.int64) - 1 + base
+                start = np.zeros(len(seg), dtype=np.int64)
+                start[instance_starts(seg.batch)] = 1
+                numbers = np.cumsum(start) - 1 + base
                 base = int(numbers[-1]) + 1
                 parts.append(numbers)
             docs = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
@@ -789,8 +813,7 @@ class ChunkStore:
         col = seg.batch.column("doc_id")
         codes = col.indices.to_numpy(zero_copy_only=False)
         names = col.dictionary.to_pylist()
-        starts = np.flatnonzero(np.diff(codes)) + 1
-        starts = np.concatenate([[0], starts])
+        starts = instance_starts(seg.batch)
         ends = np.append(starts[1:], codes.size)
         alive = seg.alive
         for lo, hi, code in zip(

@@ -21,7 +21,7 @@ import pyarrow as pa
 from .._native.structure import join_chunks
 from ..text.chunking import Chunker, Chunks
 from ..text.utf8 import utf8_buffers
-from .chunks import build_batch
+from .chunks import build_batch, instance_starts
 from .documents import DocBatch, iter_batches
 
 __all__ = ["BuildProgress", "Pending", "assemble", "chunk_batches", "keyword_texts"]
@@ -222,11 +222,9 @@ def keyword_texts(
         of the document texts (one per run of a document's chunks).
     """
     data, offsets = utf8_buffers(batch.column("text"))
-    codes = batch.column("doc_id").indices.to_numpy(zero_copy_only=False)
-    if codes.size == 0:
+    if batch.num_rows == 0:
         return (data, offsets), (np.zeros(0, np.uint8), np.zeros(1, np.int64))
-    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
-    doc_starts = np.append(starts, codes.size).astype(np.int64)
+    doc_starts = np.append(instance_starts(batch), batch.num_rows).astype(np.int64)
     starts = batch.column("start").to_numpy(zero_copy_only=False)
     ends = batch.column("end").to_numpy(zero_copy_only=False)
     return (data, offsets), join_chunks(data, offsets, starts, ends, doc_starts)

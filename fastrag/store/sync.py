@@ -31,13 +31,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
 from ..errors import DocumentError, DuplicateDocumentError, MissingDependencyError, SourceError
 from ..types import Document
-from .chunks import ChunkStore
+from .chunks import ChunkStore, instance_starts
 from .loaders import FileSource, OnError, SqlSource, WebSource, row_sha256
 
 __all__ = [
@@ -131,9 +130,7 @@ def stored_documents(store: ChunkStore) -> list[StoredDocument]:
     for seg in store.segments:
         if len(seg) == 0:
             continue
-        col = seg.batch.column("doc_id")
-        codes = col.indices.to_numpy(zero_copy_only=False)
-        starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+        starts = instance_starts(seg.batch)
         alive = seg.alive
         reader = seg.reader
         dates = seg.batch.column("updated_at").take(pa.array(starts)).to_pylist()
