@@ -530,11 +530,26 @@ def _serve_settings(args: argparse.Namespace) -> Any:
         host=getattr(args, "host", "127.0.0.1"),
         max_body=getattr(args, "max_body", 1 << 20),
         timeout=getattr(args, "timeout", 30.0),
+        body_timeout=getattr(args, "body_timeout", 10.0),
+        header_timeout=getattr(args, "header_timeout", 10.0),
+        keep_alive=getattr(args, "keep_alive", 5.0),
+        max_connections=getattr(args, "max_connections", 512),
         max_queue=getattr(args, "max_queue", 64),
         llm=args.llm,
         reload_interval=getattr(args, "reload_interval", 1.0),
         engine_threads=getattr(args, "engine_threads", 1),
     )
+
+
+def _port(text: str) -> int:
+    """``--port``: a TCP port, 1..65535 (else a usage error)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, got {port}")
+    return port
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -761,7 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a knowledge base to serve (repeat for more; NAME defaults to the folder name)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default 8000)")
     p.add_argument(
         "--workers", type=int, default=1, help="worker processes (default 1; one per core)"
     )
@@ -777,7 +792,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow binding to a non-loopback address without --keys",
     )
     _add_llm(p)
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (30)")
+    p.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per request once its body is in (30)"
+    )
+    p.add_argument(
+        "--body-timeout", type=float, default=10.0, help="seconds to receive a body, then 408 (10)"
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds to receive a request's line and headers, then the connection closes (10)",
+    )
+    p.add_argument(
+        "--keep-alive", type=float, default=5.0, help="seconds an idle connection is kept (5)"
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=512,
+        help="connections per worker; one more is refused with 503 (512)",
+    )
     p.add_argument(
         "--max-queue", type=int, default=64, help="requests held per worker before 503 (64)"
     )

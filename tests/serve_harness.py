@@ -17,6 +17,7 @@ import uvicorn
 
 import fastrag
 from fastrag.serve import ServeSettings, create_app
+from fastrag.serve.run import uvicorn_config
 
 
 def free_port() -> int:
@@ -31,8 +32,9 @@ class ThreadServer:
     def __init__(self, settings: ServeSettings, **kwargs: Any) -> None:
         self.app = create_app(settings, **kwargs)
         self.port = free_port()
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+        # fastrag serve's own uvicorn configuration: its timeouts, connection cap and protocol.
+        config = uvicorn_config(
+            settings, self.app, port=self.port, log_level="warning", lifespan="on"
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

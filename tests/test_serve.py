@@ -427,6 +427,30 @@ def test_allowed_kbs(keyed):
     ]
 
 
+def test_a_restricted_key_meets_only_the_names_it_may_use(keyed):
+    # carol may use "other" only; "policies" is the server's first (default) knowledge base.
+    h = {"Authorization": f"Bearer {CAROL}"}
+    bodies = [
+        post(keyed, "/v1/retrieve", {"question": "canteen"}, CAROL),
+        post(keyed, "/v1/answer", {"question": "canteen"}, CAROL),
+        post(keyed, "/v1/retrieve/batch", {"questions": ["canteen"]}, CAROL),
+    ]
+    for r in bodies:  # no kb named: the first carol may use, not the server's default
+        assert r.status_code == 200 and r.json()["kb"] == "other"
+    refused = [
+        post(keyed, "/v1/retrieve", {"question": "canteen", "kb": "nope"}, CAROL),
+        post(keyed, "/v1/retrieve", {"question": "canteen", "kb": "policies"}, CAROL),
+    ]
+    unknown, forbidden = (r.json()["error"] for r in refused)
+    assert unknown["type"] == forbidden["type"] == "unknown_kb"
+    assert unknown["message"] == forbidden["message"].replace("'policies'", "'nope'")
+    metrics = httpx.get(keyed.url + "/metrics", headers=h)
+    assert metrics.status_code == 403 and metrics.json()["error"]["type"] == "forbidden"
+    for r in [*bodies, *refused[:1], metrics]:
+        assert "policies" not in r.text
+    assert httpx.get(keyed.url + "/metrics", headers={"X-API-Key": ALICE}).status_code == 200
+
+
 def test_refuses_to_bind_beyond_loopback_without_keys(kb_paths, capsys):
     code = cli.main(["serve", "--kb", str(kb_paths["policies"]), "--host", "0.0.0.0"])
     assert code == 1

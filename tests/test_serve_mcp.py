@@ -18,6 +18,7 @@ from fastrag.serve import ServeSettings
 
 Q = "How many days in advance must annual leave requests be submitted?"
 STAFF, GUEST = "staff-key-0123456789", "guest-key-0123456789"
+OTHER_ONLY, NONE = "other-key-0123456789", "none-key-0123456789"
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,8 @@ def server(kb_path, tmp_path_factory):
     keys.write_text(json.dumps({"keys": [
         {"key": STAFF, "user": "s", "groups": ["staff"]},
         {"key": GUEST, "user": "g", "kbs": ["policies"]},
+        {"key": OTHER_ONLY, "user": "o", "kbs": ["other"]},
+        {"key": NONE, "user": "n", "kbs": []},
     ]}))  # fmt: skip
     other = save_kb([{"id": "x", "text": "Other knowledge base."}], kb_path.parent / "other")
     settings = ServeSettings(
@@ -99,10 +102,39 @@ def test_acl_and_allowed_kbs_hold_for_tools_and_resources(server):
 def test_bad_arguments_are_tool_errors(server):
     async def run():
         async with http_client(server, STAFF) as c:
-            return await c.call_tool("search", {"query": Q, "k": 0})
+            return [
+                await c.call_tool(tool, {arg: Q, "k": k})
+                for tool, arg in (("search", "query"), ("answer", "question"))
+                for k in (0, 101, True, 2.5)
+            ]
 
-    result = anyio.run(run)
-    assert result.is_error and "k must be between 1 and 100" in result.content[0].text
+    results = anyio.run(run)
+    assert all(r.is_error for r in results)  # k: true is refused, as the HTTP API refuses it
+    for r in results[0:2] + results[4:6]:
+        assert "k must be between 1 and 100" in r.content[0].text
+    for r in results[2:4] + results[6:8]:
+        assert "valid integer" in r.content[0].text
+
+
+def test_a_restricted_key_meets_only_the_names_it_may_use(server):
+    async def run():
+        async with http_client(server, OTHER_ONLY) as c:
+            default = payload(await c.call_tool("search", {"query": "knowledge", "k": 1}))
+            answer = payload(await c.call_tool("answer", {"question": "knowledge"}))
+            unknown = await c.call_tool("search", {"query": Q, "kb": "nope"})
+            resources = [str(r.uri) for r in (await c.list_resources()).resources]
+        async with http_client(server, NONE) as c:
+            nothing = await c.call_tool("search", {"query": Q})
+        return default, answer, unknown, resources, nothing
+
+    default, answer, unknown, resources, nothing = anyio.run(run)
+    # Without a kb, the first one the key may use: never the server's default it may not.
+    assert default["kb"] == "other" and answer["kb"] == "other"
+    assert unknown.is_error and "'policies'" not in unknown.content[0].text
+    assert "unknown knowledge base 'nope' (available: 'other')" in unknown.content[0].text
+    assert resources == ["fastrag://kb/other"]
+    assert nothing.is_error and "policies" not in nothing.content[0].text
+    assert "no knowledge base is available" in nothing.content[0].text
 
 
 def test_http_without_a_key_is_401(server):

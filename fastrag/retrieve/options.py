@@ -164,18 +164,20 @@ def check_mode(mode: object) -> str:
     return str(mode)
 
 
-def check_k(k: object) -> int:
-    """Validate ``k``: an int in ``[1, MAX_K]``."""
+def check_k(k: object, limit: int = MAX_K) -> int:
+    """Validate ``k``: an int (not a bool) in ``[1, limit]``.
+
+    The one rule for ``k``: the library uses it with ``limit=MAX_K``, and
+    ``fastrag serve`` (HTTP and MCP) with its ``max_k``.
+    """
     if isinstance(k, bool) or not isinstance(k, int) and not hasattr(k, "__index__"):
-        raise ConfigError(f"k must be a positive int, got {k!r}")
+        raise ConfigError(f"k must be an int, got {k!r}")
     try:
         value = int(k.__index__())  # type: ignore[union-attr]
     except (TypeError, AttributeError) as exc:
-        raise ConfigError(f"k must be a positive int, got {k!r}") from exc
-    if value < 1:
-        raise ConfigError(f"k must be a positive int, got {k!r}")
-    if value > MAX_K:
-        raise ConfigError(f"k must be at most {MAX_K:,}, got {value:,}")
+        raise ConfigError(f"k must be an int, got {k!r}") from exc
+    if not 1 <= value <= limit:
+        raise ConfigError(f"k must be between 1 and {limit:,}, got {value:,}")
     return value
 
 

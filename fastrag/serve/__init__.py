@@ -13,6 +13,8 @@ retrieved chunks before the answer. Modules:
 - :mod:`~fastrag.serve.metrics` — Prometheus metrics;
 - :mod:`~fastrag.serve.mcp` — MCP tools and resources;
 - :mod:`~fastrag.serve.run` — starting uvicorn (workers, binding rules);
+- :mod:`~fastrag.serve.protocol` — uvicorn's HTTP protocol with a deadline on each request's
+  head and a cap on connections;
 - ``static/`` — the page's HTML, CSS and JavaScript (no CDN).
 """
 

@@ -9,11 +9,18 @@ result; the engine does the retrieval and answering. Around each call:
   chunk its ACL does not admit never appears in a response;
 - **admission**: at most ``max_queue`` requests are held per worker; beyond
   that the answer is 503 with ``Retry-After``;
-- **deadline**: a request taking longer than ``timeout`` seconds is answered
-  504 (a stream ends with an ``error`` event);
+- **deadlines**: a request body not received within ``body_timeout`` seconds
+  is answered 408 (and the connection closed); a request whose answer takes
+  longer than ``timeout`` seconds once its body has arrived is answered 504
+  (a stream ends with an ``error`` event);
 - **errors**: every failure is ``{"error": {"type", "message"}}`` with a 4xx
   status for a bad request and a 5xx for a server-side failure, never a
-  traceback (that goes to the server's log, without request bodies or keys);
+  traceback (that goes to the server's log, without request bodies or keys,
+  and only for a failure nobody expected: an overload or a timeout is one
+  line);
+- **headers**: every response carries a strict ``Content-Security-Policy``
+  and ``X-Content-Type-Options``, ``Referrer-Policy`` and ``X-Frame-Options``
+  (:data:`SECURITY_HEADERS`);
 - **metrics**: requests, errors and latency by endpoint.
 
 Streams are Server-Sent Events. A client that disconnects mid-stream stops
@@ -28,6 +35,7 @@ import contextlib
 import functools
 import gc
 import logging
+import math
 import os
 import threading
 import time
@@ -42,8 +50,10 @@ import anyio.to_thread
 import numpy as np
 import orjson
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -75,11 +85,25 @@ from .schemas import (
 )
 from .settings import ServeSettings
 
-__all__ = ["Service", "create_app"]
+__all__ = ["SECURITY_HEADERS", "Service", "create_app"]
 
 _log = logging.getLogger("fastrag.serve")
 _END = object()
 _JSON = "application/json"
+
+SECURITY_HEADERS: dict[str, str] = {
+    # The page loads its script, style and data from this server only: no inline
+    # script or style, no plug-ins, no framing, no form posted elsewhere.
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+"""Headers of every response of the application."""
 
 
 def _dumps(obj: Any) -> bytes:
@@ -111,6 +135,8 @@ def classify(exc: BaseException) -> tuple[int, str, str, dict[str, str]]:
         return 504, "timeout", "the request took longer than the server's timeout", {}
     if isinstance(exc, ConfigError):  # the engine refused an option (a bad filter, ...)
         return 400, "invalid_request", str(exc), {}
+    if isinstance(exc, ClientDisconnect):  # nobody reads the answer; said for the log
+        return 400, "client_disconnected", "the client closed the connection", {}
     if isinstance(exc, FastragError):
         return 500, "engine_error", f"{type(exc).__name__}: {exc}", {}
     return 500, "internal_error", "internal server error (the server's log has the details)", {}
@@ -261,7 +287,12 @@ class Service:
         return self.generator is not None
 
     async def body(self, request: Request) -> bytes:
-        """The request body, refused with 413 beyond ``max_body`` bytes."""
+        """The request body: 413 beyond ``max_body`` bytes, 408 when not all in ``body_timeout``.
+
+        Receiving the body is the client's part and has its own deadline,
+        answered 408 (with ``Connection: close``: the rest of the body is not
+        read); the request's ``timeout`` (504) starts again once it is in.
+        """
         limit = self.settings.max_body
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -269,17 +300,36 @@ class Service:
                 f"the request body is {int(declared):,} bytes; the limit is {limit:,}",
                 status=413,
                 type="body_too_large",
+                headers={"Connection": "close"},
             )
+        deadline: anyio.CancelScope | None = getattr(request.state, "deadline_scope", None)
+        if deadline is not None:
+            deadline.deadline = math.inf  # the body's own deadline holds while it is read
         parts, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestError(
-                    f"the request body is over the limit of {limit:,} bytes",
-                    status=413,
-                    type="body_too_large",
-                )
-            parts.append(chunk)
+        try:
+            with anyio.move_on_after(self.settings.body_timeout) as reading:
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise RequestError(
+                            f"the request body is over the limit of {limit:,} bytes",
+                            status=413,
+                            type="body_too_large",
+                            headers={"Connection": "close"},
+                        )
+                    parts.append(chunk)
+        finally:
+            if deadline is not None:
+                deadline.deadline = anyio.current_time() + self.settings.timeout
+                request.state.deadline = time.monotonic() + self.settings.timeout
+        if reading.cancelled_caught:
+            raise RequestError(
+                f"the request body did not arrive within {self.settings.body_timeout:g} s "
+                f"({size:,} bytes received)",
+                status=408,
+                type="body_timeout",
+                headers={"Connection": "close"},
+            )
         return b"".join(parts)
 
     def served(self, name: str | None, caller: Caller) -> Served:
@@ -338,7 +388,8 @@ def endpoint(
                     svc.admit()
                     held = True
                 request.state.deadline = time.monotonic() + svc.settings.timeout
-                with anyio.fail_after(svc.settings.timeout):
+                with anyio.fail_after(svc.settings.timeout) as deadline:
+                    request.state.deadline_scope = deadline  # Service.body moves it
                     response = await handler(svc, request, caller)
                 if held and isinstance(response, StreamingResponse):
                     response.body_iterator = _releasing(response.body_iterator, svc)
@@ -370,11 +421,27 @@ async def _releasing(body: AsyncIterable[Any], svc: Service) -> AsyncIterator[An
                 await aclose()
 
 
-def error_response(svc: Service, name: str, exc: BaseException) -> Response:
-    """The JSON error answer to ``exc``, logged with its traceback when it is the server's fault."""
-    status, kind, message, headers = classify(exc)
-    if status >= 500 and kind not in ("timeout", "model_error"):
+def log_failure(name: str, exc: BaseException, status: int, kind: str, message: str) -> None:
+    """Log a failed request: one line when the failure is expected, a traceback when not.
+
+    A refusal the server decided on (a :class:`RequestError`, such as the 503
+    of an overload), a deadline or a model's failure is expected behaviour:
+    one warning line with the status, type and message. Only a failure nobody
+    foresaw (a bug, a broken knowledge base) logs its traceback. 4xx answers
+    are the client's business and are not logged.
+    """
+    if status < 500:
+        return
+    if isinstance(exc, RequestError) or kind in ("timeout", "model_error"):
+        _log.warning("%s: %d %s: %s", name, status, kind, message)
+    else:
         _log.error("%s: %s", name, kind, exc_info=exc)
+
+
+def error_response(svc: Service, name: str, exc: BaseException) -> Response:
+    """The JSON error answer to ``exc``, logged by :func:`log_failure`."""
+    status, kind, message, headers = classify(exc)
+    log_failure(name, exc, status, kind, message)
     if not svc.warming:
         svc.metrics.errors.labels(name, kind).inc()
     return json_response(error_body(kind, message), status, headers)
@@ -508,8 +575,7 @@ async def _guarded(svc: Service, name: str, body: AsyncIterator[bytes]) -> Async
             yield chunk
     except Exception as exc:  # noqa: BLE001 - the client is told, the log has the rest
         status, kind, message, _ = classify(exc)
-        if status >= 500 and kind not in ("timeout", "model_error"):
-            _log.error("%s (stream): %s", name, kind, exc_info=exc)
+        log_failure(f"{name} (stream)", exc, status, kind, message)
         svc.metrics.errors.labels(name, kind).inc()
         yield sse("error", {**error_body(kind, message), "status": status})
 
@@ -575,6 +641,13 @@ async def healthz(svc: Service, request: Request, caller: Caller) -> Response:
 
 @endpoint("metrics", admit=False)
 async def metrics(svc: Service, request: Request, caller: Caller) -> Response:
+    # The metrics are labelled by knowledge base: only a key that may use every one reads them.
+    if svc.registry.names(caller) != svc.registry.names(TRUSTED):
+        raise RequestError(
+            "/metrics needs a key that may use every knowledge base",
+            status=403,
+            type="forbidden",
+        )
     return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
 
 
@@ -774,7 +847,31 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     _log.error("unhandled error on %s", request.url.path, exc_info=exc)
-    return json_response(error_body("internal_error", "internal server error"), 500)
+    # Sent from outside the middleware stack: the security headers are added here.
+    return json_response(
+        error_body("internal_error", "internal server error"), 500, dict(SECURITY_HEADERS)
+    )
+
+
+class _SecurityHeaders:
+    """ASGI middleware: :data:`SECURITY_HEADERS` on every HTTP response (streams included)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class _MCPRoute:
@@ -795,9 +892,33 @@ class _MCPRoute:
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["fastrag_caller"] = caller
+        if scope.get("method") == "POST":
+            # The body is read here, under the server's limits (413, 408), then handed on.
+            try:
+                body = await svc.body(Request(scope, receive))
+            except (RequestError, ClientDisconnect) as exc:
+                response = error_response(svc, "mcp", exc)
+                svc.metrics.requests.labels("mcp", str(response.status_code)).inc()
+                await response(scope, receive, send)
+                return
+            receive = _replay(body, receive)
         await self.app(scope, receive, send)
         svc.metrics.requests.labels("mcp", "200").inc()
         svc.metrics.latency.labels("mcp").observe(time.perf_counter() - t0)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that gives ``body`` once, then waits on the connection as before."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 async def _warm_app(app: Starlette, svc: Service) -> None:
@@ -912,6 +1033,7 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
+        middleware=[Middleware(_SecurityHeaders)],
         exception_handlers={HTTPException: _not_found, Exception: _server_error},
     )
     app.state.service = svc

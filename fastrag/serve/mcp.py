@@ -29,9 +29,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from .. import __version__
-from ..errors import FastragError
+from ..errors import FastragError, RequestError
 from .keys import TRUSTED, Caller
 from .registry import Registry
+from .schemas import K, check_k
 
 __all__ = ["build_mcp", "caller_of"]
 
@@ -91,10 +92,11 @@ def build_mcp(
         middleware=[_ResourceFilter()],
     )
 
-    def check(k: int) -> int:
-        if not 1 <= k <= max_k:
-            raise ToolError(f"k must be between 1 and {max_k}, got {k}")
-        return k
+    def check(k: int) -> int:  # the HTTP API's rule: K (strict int) and check_k
+        try:
+            return check_k(k, max_k)
+        except RequestError as exc:
+            raise ToolError(str(exc)) from None
 
     def served_for(kb: str | None, ctx: Context) -> tuple[Caller, Any]:
         caller = caller_of(ctx.request_context)
@@ -109,7 +111,7 @@ def build_mcp(
         "citation markers, sources, titles and scores.",
     )
     async def search(
-        query: str, ctx: Context, kb: str | None = None, k: int = 5, mode: str | None = None
+        query: str, ctx: Context, kb: str | None = None, k: K = 5, mode: str | None = None
     ) -> dict[str, Any]:
         caller, served = served_for(kb, ctx)
         current = served.current
@@ -144,7 +146,7 @@ def build_mcp(
         "says plainly when the knowledge base does not hold the answer.",
     )
     async def answer(
-        question: str, ctx: Context, kb: str | None = None, k: int = 5
+        question: str, ctx: Context, kb: str | None = None, k: K = 5
     ) -> dict[str, Any]:
         caller, served = served_for(kb, ctx)
         current = served.current

@@ -145,19 +145,29 @@ class Registry:
         return [n for n in self._served if caller.may_use(n)]
 
     def get(self, name: str | None, caller: Caller) -> Served:
-        """The knowledge base ``name`` (default: the first), if ``caller`` may use it.
+        """The knowledge base ``name``, if ``caller`` may use it.
+
+        Without a name, the first served that ``caller`` may use: a key
+        restricted to some knowledge bases never meets the name of another,
+        not even the server's default.
 
         Raises
         ------
         RequestError
             404 ``unknown_kb`` for a name not served, or not allowed to the
-            caller (the two are indistinguishable, so names do not leak).
+            caller (the two give the same message, which names only the
+            knowledge bases the caller may use), or when the caller may use none.
         """
+        allowed = self.names(caller)
         if name is None:
-            name = self.default
+            if not allowed:
+                raise RequestError(
+                    "no knowledge base is available to this key", status=404, type="unknown_kb"
+                )
+            name = allowed[0]
         served = self._served.get(name)
         if served is None or not caller.may_use(name):
-            known = ", ".join(repr(n) for n in self.names(caller)) or "none"
+            known = ", ".join(repr(n) for n in allowed) or "none"
             raise RequestError(
                 f"unknown knowledge base {name!r} (available: {known})",
                 status=404,

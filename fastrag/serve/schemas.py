@@ -5,15 +5,21 @@ field or carries one the endpoint does not know is refused with a
 :class:`~fastrag.errors.RequestError` naming the field, before any engine
 call. Bounds that depend on the server (``k``, batch sizes) are checked by
 :func:`check_k` and :func:`check_batch`.
+
+``k`` has one definition for the HTTP API and the MCP tools: the type
+:data:`K` (a JSON integer, never a boolean, a string or a float) and
+:func:`check_k`, which applies the engine's own rule
+(:func:`fastrag.retrieve.options.check_k`) with the server's ``max_k``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
-from ..errors import RequestError
+from ..errors import ConfigError, RequestError
+from ..retrieve.options import check_k as _engine_check_k
 
 __all__ = [
     "AnswerBatchRequest",
@@ -21,12 +27,15 @@ __all__ = [
     "ChatMessage",
     "ChatRequest",
     "EmbeddingsRequest",
+    "K",
     "RetrieveBatchRequest",
     "RetrieveRequest",
     "parse",
 ]
 
 Mode = Literal["hybrid", "vector", "keyword"]
+K = Annotated[int, Strict()]
+"""The type of ``k`` in every request body and MCP tool: an int, strictly (``true`` is refused)."""
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -36,7 +45,7 @@ class _Body(BaseModel):
 
 class _Retrieval(_Body):
     kb: str | None = None
-    k: int = 5
+    k: K = 5
     mode: Mode | None = None
     where: dict[str, Any] | None = None
     exact: bool = False
@@ -126,7 +135,7 @@ class ChatRequest(_Body):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    k: int = 5
+    k: K = 5
     mode: Mode | None = None
     where: dict[str, Any] | None = None
     n: int = 1
@@ -206,11 +215,17 @@ def parse(model: type[_M], body: bytes) -> _M:
         raise RequestError(f"field {field!r} {text}{more}", type=wire) from None
 
 
-def check_k(k: int, max_k: int) -> int:
-    """``k`` within ``1..max_k``, or a 400 ``out_of_range``."""
-    if not 1 <= k <= max_k:
-        raise RequestError(f"field 'k' must be between 1 and {max_k}, got {k}", type="out_of_range")
-    return k
+def check_k(k: object, max_k: int) -> int:
+    """``k`` by the engine's rule within ``1..max_k``, or a 400 naming the field.
+
+    ``out_of_range`` for an int outside the bounds, ``wrong_type`` for
+    anything else (a bool included).
+    """
+    try:
+        return _engine_check_k(k, max_k)
+    except ConfigError as exc:
+        kind = "out_of_range" if isinstance(k, int) and not isinstance(k, bool) else "wrong_type"
+        raise RequestError(f"field 'k': {exc}", type=kind) from None
 
 
 def check_batch(questions: list[str], max_batch: int) -> list[str]:

@@ -37,7 +37,21 @@ class ServeSettings:
     max_body : int, default 1 MiB
         Largest request body, in bytes (413 above it).
     timeout : float, default 30
-        Seconds a request may take before it is answered 504.
+        Seconds a request may take, once its body has arrived, before it is
+        answered 504.
+    body_timeout : float, default 10
+        Seconds the client has to send the whole request body (408 after).
+    header_timeout : float, default 10
+        Seconds the client has to send a request's line and headers, from
+        the connection's opening or from the first byte of a request on a
+        kept-alive connection; then the connection is closed (with a 408 when
+        part of a request had arrived).
+    keep_alive : float, default 5
+        Seconds an idle kept-alive connection stays open after a response.
+    max_connections : int, default 512
+        Connections a worker holds at once; one more is answered 503 with
+        ``Retry-After`` and closed at once (uvicorn's ``limit_concurrency``
+        bounds the running requests likewise).
     max_queue : int, default 64
         Requests a worker holds at once (running or waiting); beyond it 503
         with ``Retry-After``.
@@ -66,6 +80,10 @@ class ServeSettings:
     host: str = "127.0.0.1"
     max_body: int = 1 << 20
     timeout: float = 30.0
+    body_timeout: float = 10.0
+    header_timeout: float = 10.0
+    keep_alive: float = 5.0
+    max_connections: int = 512
     max_queue: int = 64
     engine_threads: int = 1
     model_threads: int = 32
@@ -94,13 +112,20 @@ class ServeSettings:
             "model_threads",
             "max_k",
             "max_batch",
+            "max_connections",
         ):
             value = getattr(self, name)
             low = 0 if name == "engine_threads" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
-        if not self.timeout > 0:
-            raise ConfigError(f"timeout must be positive, got {self.timeout!r}")
+        for name in ("timeout", "body_timeout", "header_timeout", "keep_alive"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 < value < float("inf")
+            ):
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         if self.reload_interval < 0:
             raise ConfigError(f"reload_interval must be >= 0, got {self.reload_interval!r}")
 
