@@ -224,3 +224,50 @@ def test_page_assets_are_served_locally(site):
         r = httpx.get(server.url + asset)
         assert r.status_code == 200 and len(r.content) > 1000
         assert "https://" not in r.text
+
+
+def test_page_works_under_its_content_security_policy(site):
+    server, browser, kb = site
+    r = httpx.get(server.url + "/")
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'self'" in csp and "script-src 'self'" in csp and "unsafe" not in csp
+    assert r.headers["x-content-type-options"] == "nosniff"
+    # Record every violation of the policy from the first line the page runs.
+    browser.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        source="window.__csp = []; document.addEventListener('securitypolicyviolation', "
+        "(e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));",
+    )
+    browser.open(server.url + "/?lang=en")
+    question = "How many days do I have to submit an expense report?"
+    browser.ask(question)
+    page = browser.js(READ_PAGE)
+    assert page["state"] == "done" and page["answer"] == kb.answer(question).text
+    assert browser.js("window.__csp") == []  # the page needs nothing the policy forbids
+    # ... and the policy is enforced: an injected inline script does not run.
+    browser.js(
+        "(() => { const s = document.createElement('script'); s.textContent = 'window.__ran = 1';"
+        " document.body.appendChild(s); })()"
+    )
+    browser.wait("window.__csp.length > 0")
+    assert browser.js("window.__ran === undefined") is True
+
+
+def test_page_with_an_unknown_or_prototype_language_shows_the_default_labels(site):
+    server, browser, _ = site
+    for lang in ("__proto__", "constructor", "toString", "xx"):
+        browser.open(server.url + f"/?lang={lang}")
+        labels = browser.js(
+            "(() => ({ tagline: document.getElementById('tagline').textContent,"
+            " ask: document.getElementById('submit').textContent,"
+            " placeholder: document.getElementById('question').placeholder,"
+            " heading: document.querySelector('#sources h2').textContent,"
+            " lang: document.getElementById('lang').textContent }))()"
+        )
+        assert labels == {
+            "tagline": "Answers from your knowledge base, with their sources",
+            "ask": "Ask",
+            "placeholder": "Ask a question…",
+            "heading": "Retrieved chunks",
+            "lang": "中文",
+        }, lang

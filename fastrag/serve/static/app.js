@@ -24,9 +24,13 @@ const STRINGS = {
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-let lang = params.get("lang") || localStorage.getItem("fastrag.lang")
-  || ((navigator.language || "en").toLowerCase().startsWith("zh") ? "zh" : "en");
-if (!STRINGS[lang]) lang = "en";
+// The first of ?lang=, the saved choice and the browser's language that names a language of
+// STRINGS itself (Object.hasOwn: "__proto__" or "toString" are not languages), else English.
+const DEFAULT_LANG = "en";
+let lang = [
+  params.get("lang"), localStorage.getItem("fastrag.lang"),
+  (navigator.language || "").toLowerCase().startsWith("zh") ? "zh" : DEFAULT_LANG,
+].find((l) => typeof l === "string" && Object.hasOwn(STRINGS, l)) || DEFAULT_LANG;
 
 function t(name) { return STRINGS[lang][name]; }
 
