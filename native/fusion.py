@@ -18,7 +18,7 @@ import numpy as np
 
 from ._jit import kernel, readonly
 
-__all__ = ["convex_fuse", "rrf_fuse", "warmup"]
+__all__ = ["convex_fuse", "lookup", "rrf_fuse", "warmup"]
 
 
 @kernel(inline="always")
@@ -347,12 +347,49 @@ def convex_fuse(
     return out_rows, out_scores.astype(np.float32)
 
 
+@kernel
+def lookup(rows, keys, values, default):
+    """Per query, the value ``keys``/``values`` give each of ``rows`` (``default`` if absent).
+
+    Parameters
+    ----------
+    rows : int64[m, k], C-contiguous
+        Rows to look up, ``-1`` for padding (which gets ``default``).
+    keys : int64[m, c], C-contiguous
+        A leg's rows per query (``-1`` padding never matches).
+    values : float32[m, c], C-contiguous
+        The leg's score of each key.
+    default : float
+        The value of a row the leg did not return.
+
+    Returns
+    -------
+    float32[m, k]
+        The first matching key's value, or ``default``.
+    """
+    m, k = rows.shape
+    c = keys.shape[1]
+    out = np.empty((m, k), dtype=np.float32)
+    for q in range(m):
+        for j in range(k):
+            r = rows[q, j]
+            v = default
+            if r >= 0:
+                for i in range(c):
+                    if keys[q, i] == r:
+                        v = values[q, i]
+                        break
+            out[q, j] = v
+    return out
+
+
 def warmup(convex: bool = True) -> None:
     """Compile the one signature the engine uses (``convex=False``: reciprocal-rank fusion only)."""
     rows = np.array([[[0, 1, -1]], [[1, 2, 0]]], dtype=np.int64)
     groups = readonly(np.array([0, 0, 1], dtype=np.int64))  # the engine passes it read-only
     glists = np.array([[[1, 0, -1]]], dtype=np.int64)
     weights = np.ones(2)
+    lookup(readonly(rows[0]), readonly(rows[1]), readonly(np.ones((1, 3), np.float32)), 0.0)
     for gl, gw in ((glists, np.ones(1)), (np.zeros((0, 1, 1), np.int64), np.zeros(0))):
         for by_group in (False, True):
             rrf_fuse(rows, weights, gl, gw, groups, 60.0, 2, by_group)

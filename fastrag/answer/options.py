@@ -110,10 +110,22 @@ class AnswerOptions:
 ANSWER_FIELDS = frozenset(f.name for f in dataclasses.fields(AnswerOptions))
 """Field names of :class:`AnswerOptions`."""
 
+_DEFAULT_ANSWER = AnswerOptions()
+
+
+_DEFAULTS: dict[type, Any] = {}
+_PARSED: dict[Any, tuple[RetrievalOptions, AnswerOptions]] = {}
+_PARSED_MAX = 1024
+"""Options of calls by their (hashable) shorthand: resolved and validated once, then reused
+(the objects are frozen, so sharing them is safe)."""
+
 
 def _given(value: Any, cls: type, name: str) -> Any:
     if value is None:
-        return cls()
+        default = _DEFAULTS.get(cls)
+        if default is None:
+            default = _DEFAULTS[cls] = cls()
+        return default
     if not isinstance(value, cls):
         raise ConfigError(f"{name}= must be a fastrag.{cls.__name__}, got {type(value).__name__}")
     return value
@@ -149,10 +161,27 @@ def parse_options(
     ConfigError
         On an option no class knows, naming it, or an object of the wrong class.
     """
+    if not shorthand:  # the common call: the objects as given (checked), no copies
+        r = _given(retrieval, RetrievalOptions, "retrieval")
+        return r, (_given(answer, AnswerOptions, "options") if answers else _DEFAULT_ANSWER)
+    key: Any = None
+    try:
+        # types too: True == 1 and hash alike, but only one of them is a valid ``exact``
+        key = (retrieval, answer, answers, frozenset((k, type(v), v) for k, v in shorthand.items()))
+        hit = _PARSED.get(key)
+    except TypeError:  # an unhashable value (a where= dict, a history list): no caching
+        hit = key = None
+    if hit is not None:
+        return hit
     groups: list[tuple[str, Any, frozenset[str]]] = [
         ("retrieval options", _given(retrieval, RetrievalOptions, "retrieval"), RETRIEVAL_FIELDS)
     ]
     if answers:
         groups.append(("answer options", _given(answer, AnswerOptions, "options"), ANSWER_FIELDS))
     parsed = split_options(shorthand, groups)
-    return parsed[0], (parsed[1] if answers else AnswerOptions())
+    out = parsed[0], (parsed[1] if answers else _DEFAULT_ANSWER)
+    if key is not None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = out
+    return out

@@ -48,7 +48,7 @@ from ..index.masked_bm25 import search_masked
 from ..text.pii import Redactor
 from ..types import Hit
 from .corpus import Corpus
-from .fusion import fusion_plan
+from .fusion import FusionPlan, fusion_plan
 from .masks import eligible_rows
 from .options import RetrievalConfig, RetrievalOptions, check_mode
 from .rerank import apply_reranker
@@ -150,10 +150,12 @@ def _lookup(rows: np.ndarray, keys: np.ndarray, values: np.ndarray, default: flo
     """Per question, the value ``keys``/``values`` give each of ``rows`` (``default`` if absent)."""
     if rows.size == 0 or keys.size == 0:
         return np.full(rows.shape, default, dtype=np.float32)
-    match = (rows[:, :, None] == keys[:, None, :]) & (rows[:, :, None] >= 0)
-    found = match.any(axis=2)
-    picked = np.take_along_axis(values, match.argmax(axis=2), axis=1)
-    return np.where(found, picked, default).astype(np.float32)
+    return _fusion_kernels.lookup(  # type: ignore[no-any-return]
+        readonly(np.ascontiguousarray(rows, dtype=np.int64)),
+        readonly(np.ascontiguousarray(keys, dtype=np.int64)),
+        readonly(np.ascontiguousarray(values, dtype=np.float32)),
+        float(default),
+    )
 
 
 class Retriever:
@@ -179,6 +181,16 @@ class Retriever:
         self.config = config or RetrievalConfig()
         self.rewriter = rewriter if rewriter is not None else QueryRewriter()
         self.redactor = redactor or Redactor()
+        self._plan: tuple[Any, Any, FusionPlan] | None = None  # (config, embedder, plan)
+
+    def _fusion(self, embedder: Any) -> FusionPlan:
+        """The fusion plan of ``embedder`` under the current config (resolved once, then reused)."""
+        cached, cfg = self._plan, self.config
+        if cached is not None and cached[0] is cfg and cached[1] is embedder:
+            return cached[2]
+        plan = fusion_plan(cfg, embedder)
+        self._plan = (cfg, embedder, plan)  # one assignment: threads see the old or the new
+        return plan
 
     # -- rewriting -------------------------------------------------------------
     def rewrite(
@@ -323,7 +335,7 @@ class Retriever:
         store = corpus.store
         m = len(queries)
         vectors = vec_rows = vec_scores = None
-        plan = fusion_plan(cfg, corpus.embedder)
+        plan = self._fusion(corpus.embedder)
         vector_weight = plan.vector
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):
             vectors = query_vectors(corpus.embedder, [q.text for q in queries], threads=threads)
@@ -418,7 +430,10 @@ class Retriever:
             relevance = np.clip(self._row_cosines(corpus, legs.query_vectors, rows), 0.0, 1.0)
         if legs.keyword_rows is not None and legs.keyword_weight is not None:
             assert legs.keyword_scores is not None
-            share = _lookup(rows, legs.keyword_rows, legs.keyword_scores, 0.0)
+            if legs.rows is legs.keyword_rows:  # keyword alone: the rows are the leg's own
+                share = legs.keyword_scores[:, : rows.shape[1]]
+            else:
+                share = _lookup(rows, legs.keyword_rows, legs.keyword_scores, 0.0)
             weight = legs.keyword_weight[:, None]
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(weight > 0, share / weight, 0.0)
@@ -436,6 +451,10 @@ class Retriever:
         q_index = np.nonzero(valid)[0]
         flat = rows[valid]
         store = corpus.store
+        if len(store.segments) == 1:  # the usual store after a build or a load
+            gathered = store.segments[0].vectors[flat]
+            out[valid] = np.einsum("ij,ij->i", gathered, vectors[q_index])
+            return out
         seg, local = store.locate(flat)
         values = np.empty(flat.size, dtype=np.float32)
         for s in np.unique(seg).tolist():
