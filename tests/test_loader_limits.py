@@ -1,0 +1,275 @@
+"""Hostile sources: deep HTML, zip bombs, oversized files, private URLs, symlinks, SQLite writes.
+
+Each test builds its hostile input itself (small: the caps are lowered where a
+real attack would be large) and checks the source is refused or bounded by name
+while the good file beside it is still read.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import fastrag
+from fastrag.cli import main
+from fastrag.errors import SourceLimitError
+from fastrag.store.loaders import LoadLimits, load_documents
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _collect(*args, **kwargs):
+    failures = []
+    docs = list(load_documents(*args, on_error=lambda p, r: failures.append((str(p), r)), **kwargs))
+    return docs, failures
+
+
+def _nested(depth: int, tag: str = "div") -> str:
+    return (
+        "<html><head><title>Deep</title></head><body><p>before</p>"
+        + f"<{tag}>" * depth + "deep text" + f"</{tag}>" * depth
+        + "<p>after</p></body></html>"
+    )  # fmt: skip
+
+
+def _tree_depth(html: str) -> int:
+    """Depth of the tree lexbor builds (walked with a stack)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    best, stack = 0, [(LexborHTMLParser(html).root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        best = max(best, depth)
+        child = node.child
+        while child is not None:
+            stack.append((child, depth + 1))
+            child = child.next
+    return best
+
+
+# -- deeply nested HTML -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [3_000, 200_000])
+def test_deeply_nested_html_is_flattened_and_the_folder_indexed(tmp_path, depth):
+    pytest.importorskip("selectolax")
+    docs_dir = tmp_path / "docs"
+    docs_dir.mkdir()
+    (docs_dir / "deep.html").write_text(_nested(depth), encoding="utf-8")
+    (docs_dir / "fine.md").write_text("# Fine\n\nThe coolant pump is checked daily.", "utf-8")
+    docs, failures = _collect(docs_dir)
+    assert failures == []
+    by_id = {d["id"]: d for d in docs}
+    assert sorted(by_id) == ["deep.html", "fine.md"]
+    deep = by_id["deep.html"]["text"]
+    assert deep.startswith("before") and deep.endswith("after") and "deep text" in deep
+    assert by_id["deep.html"]["title"] == "Deep"
+
+    kb = tmp_path / "kb"
+    assert main(["index", str(docs_dir), "--kb", str(kb)]) == 0
+    assert fastrag.KnowledgeBase.load(kb).stats()["documents"] == 2
+
+
+def test_structure_above_the_depth_limit_is_kept(tmp_path):
+    pytest.importorskip("selectolax")
+    page = (
+        "<body><h1>Top</h1><div><ul><li>one</li><li>two</li></ul></div>" + _nested(40) + "</body>"
+    )
+    (tmp_path / "p.html").write_text(page, encoding="utf-8")
+    (doc,) = load_documents(tmp_path / "p.html", limits=LoadLimits(html_depth=16))
+    blocks = doc["text"].split("\n\n")
+    assert blocks[:3] == ["# Top", "- one", "- two"]
+    assert "deep text" in doc["text"]
+
+
+@pytest.mark.parametrize(
+    "piece",
+    [
+        "<div>", "<div/>", "<span>", "<b id={i}>", "<div></span>", "<form><div></form>",
+        "<li><section>", "<svg><div/>", "<svg><font color=red/>", "<p><svg><foreignObject><div>",
+        "<table><tr><td>", "<div><b id={i}></div>x", "<div a=<>", "<!--><div>", "<dl><dd><div>",
+        "<td><b id={i}></td>", "<h1><h2><div>", "<math><mi><div>", "<object><div>",
+    ],
+)  # fmt: skip
+def test_no_markup_trick_nests_deeper_than_the_limit_allows(piece):
+    # Whatever the page does, the tree lexbor builds from what is left stays shallow
+    # (a small multiple of the limit), so parsing it stays linear.
+    pytest.importorskip("selectolax")
+    from fastrag.store.loaders.web import _limit_depth
+
+    html = "<body>" + "".join(piece.format(i=i) for i in range(2_000)) + "end"
+    assert _tree_depth(html) > 1_000  # the trick works on lexbor
+    assert _tree_depth(_limit_depth(html, 32)) <= 4 * 32
+
+
+def test_a_broad_page_is_not_flattened():
+    pytest.importorskip("selectolax")
+    from fastrag.store.loaders.web import _limit_depth
+
+    broad = (
+        "<body>" + "<p>para" * 600 + "<ul>" + "<li>item <b>x</b>" * 600 + "</ul><table>"
+        + "<tr><td>a<td>b" * 600 + "</table><dl>" + "<dt>t<dd>d" * 600 + "</dl><select>"
+        + "<option>o" * 600 + "</select>"
+        + "<p><font color=red>x</font><i>y</i><svg><path/><g/></svg><script>'<div>'</script>" * 600
+    )  # fmt: skip
+    assert _limit_depth(broad, 32) is broad
+
+
+# -- the import cycle ---------------------------------------------------------------------
+
+
+def test_the_loaders_do_not_import_the_sources_module():
+    for path in (ROOT / "fastrag" / "store" / "loaders").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "sources" or node.level != 2, path
+                assert node.module != "fastrag.store.sources", path
+    from fastrag.store import loaders, sources
+
+    assert sources.iter_documents is loaders.iter_documents  # the old names still work
+    assert sources.DOCUMENT_SUFFIXES == loaders.DOCUMENT_SUFFIXES
+
+
+# -- caps: zip bombs, big pages, long PDFs --------------------------------------------------
+
+
+def _docx_bomb(path: Path, pad: int) -> Path:
+    """A real .docx whose document.xml carries ``pad`` bytes of white space (deflates ~1000:1)."""
+    import zipfile
+
+    from fixtures_sources import write_docx
+
+    good = write_docx(path.with_name("good-source.docx"))
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename == "word/document.xml":
+                data = data.replace(b"<w:body>", b"<w:body>" + b" " * pad, 1)
+            dst.writestr(info.filename, data)
+    good.unlink()
+    return path
+
+
+def test_a_zip_bomb_docx_is_refused_by_name_and_the_rest_is_indexed(tmp_path):
+    pytest.importorskip("docx")
+    docs_dir = tmp_path / "docs"
+    docs_dir.mkdir()
+    bomb = _docx_bomb(docs_dir / "bomb.docx", 3 << 20)
+    assert bomb.stat().st_size < 64 << 10  # 3 MiB of XML in a few KB
+    (docs_dir / "fine.md").write_text("fine", encoding="utf-8")
+    docs, failures = _collect(docs_dir)
+    assert [d["id"] for d in docs] == ["fine.md"]
+    ((where, why),) = failures
+    assert where == str(bomb) and "word/document.xml" in why and "zip bomb" in why
+    with pytest.raises(SourceLimitError, match="bomb.docx: the part 'word/document.xml' expands"):
+        list(load_documents(bomb))
+    # A part over the absolute cap, and text over the text cap, with the caps lowered.
+    with pytest.raises(SourceLimitError, match=r"more than 10,000 \(LoadLimits.part_bytes\)"):
+        list(load_documents(bomb, limits=LoadLimits(part_bytes=10_000)))
+    from fixtures_sources import write_docx
+
+    with pytest.raises(SourceLimitError, match="more than 20 characters of text"):
+        list(load_documents(write_docx(tmp_path / "w.docx"), limits=LoadLimits(text_chars=20)))
+
+    kb = tmp_path / "kb"
+    assert main(["index", str(docs_dir), "--kb", str(kb)]) == 1  # reported, the rest indexed
+    assert fastrag.KnowledgeBase.load(kb).stats()["documents"] == 1
+
+
+def test_pdf_page_and_text_caps(tmp_path):
+    pytest.importorskip("pdfplumber")
+    from fixtures_sources import write_pdf
+
+    pdf = write_pdf(tmp_path / "m.pdf")
+    assert len(list(load_documents(pdf))) == 2
+    with pytest.raises(SourceLimitError, match=r"m.pdf: 2 pages, more than 1 \(LoadLimits.pdf"):
+        list(load_documents(pdf, limits=LoadLimits(pdf_pages=1)))
+    with pytest.raises(SourceLimitError, match="m.pdf: more than 50 characters of text"):
+        list(load_documents(pdf, limits=LoadLimits(text_chars=50)))
+
+
+def test_an_html_page_over_the_size_cap_is_refused_and_the_rest_read(tmp_path):
+    pytest.importorskip("selectolax")
+    (tmp_path / "big.html").write_text("<p>" + "x" * 5_000 + "</p>", encoding="utf-8")
+    (tmp_path / "small.html").write_text("<p>small page</p>", encoding="utf-8")
+    docs, failures = _collect(tmp_path, limits=LoadLimits(part_bytes=1_000))
+    assert [d["id"] for d in docs] == ["small.html"]
+    assert failures == [
+        (
+            str(tmp_path / "big.html"),
+            "5,007 bytes, more than the 1,000 an HTML page may have (LoadLimits.part_bytes)",
+        )
+    ]
+
+
+def test_limits_are_checked():
+    from fastrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="part_bytes"):
+        LoadLimits(part_bytes=0)
+    with pytest.raises(ConfigError, match="fetch_seconds"):
+        LoadLimits(fetch_seconds=0)
+
+
+# -- symbolic links ------------------------------------------------------------------------
+
+
+def _linked_folder(tmp_path: Path) -> tuple[Path, Path, Path]:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("root:x:0:0", encoding="utf-8")
+    (outside / "more.md").write_text("outside folder", encoding="utf-8")
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "real.md").write_text("the real manual", encoding="utf-8")
+    (docs / "sub" / "deeper.md").write_text("a deeper manual", encoding="utf-8")
+    (docs / "passwd.txt").symlink_to(secret)  # ln -s /etc/passwd docs/passwd.txt
+    (docs / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (docs / "alias.md").symlink_to(docs / "real.md")  # inside: followed
+    (docs / "sub" / "loop").symlink_to(docs, target_is_directory=True)  # a cycle
+    (docs / "sub" / "up.md").symlink_to(Path("..") / ".." / "outside" / "more.md")
+    return docs, secret, outside
+
+
+def test_symlinks_out_of_the_folder_are_skipped_and_reported(tmp_path):
+    docs, secret, outside = _linked_folder(tmp_path)
+    found, failures = _collect(docs)
+    assert sorted(d["id"] for d in found) == ["alias.md", "real.md", "sub/deeper.md"]
+    assert all("root:x" not in d["text"] for d in found)
+    reasons = dict(failures)
+    assert sorted(reasons) == sorted(
+        str(docs / n) for n in ("elsewhere", "passwd.txt", "sub/up.md")
+    )
+    assert reasons[str(docs / "passwd.txt")] == (
+        f"a symbolic link to the file {secret}, outside {docs}; not followed"
+    )
+    assert "the folder" in reasons[str(docs / "elsewhere")]
+    # The lazy sources (fastrag index on an existing knowledge base) skip them too.
+    from fastrag.store.loaders import resolve_sources
+
+    told = []
+    sources = list(resolve_sources(docs, on_error=lambda p, r: told.append(str(p))))
+    assert sorted(s.doc_id for s in sources) == ["alias.md", "real.md", "sub/deeper.md"]
+    assert sorted(told) == sorted(reasons)
+    from fastrag.errors import SourceRefusedError
+
+    with pytest.raises(SourceRefusedError, match="elsewhere: a symbolic link to the folder"):
+        list(load_documents(docs))
+
+
+def test_cli_index_skips_symlinks_out_of_the_folder(tmp_path, capsys):
+    docs, _, _ = _linked_folder(tmp_path)
+    kb = tmp_path / "kb"
+    assert main(["index", str(docs), "--kb", str(kb)]) == 1
+    err = capsys.readouterr().err
+    assert f"{docs / 'passwd.txt'}: a symbolic link to the file" in err
+    loaded = fastrag.KnowledgeBase.load(kb)
+    assert loaded.stats()["documents"] == 3
+    assert not [h for h in loaded.retrieve("root", k=5) if "root:x" in h.text]
+    # and on the next run, which syncs the existing knowledge base
+    assert main(["index", str(docs), "--kb", str(kb)]) == 1
+    assert "passwd.txt" in capsys.readouterr().err
+    assert fastrag.KnowledgeBase.load(kb).stats()["documents"] == 3
