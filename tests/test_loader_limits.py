@@ -273,3 +273,59 @@ def test_cli_index_skips_symlinks_out_of_the_folder(tmp_path, capsys):
     assert main(["index", str(docs), "--kb", str(kb)]) == 1
     assert "passwd.txt" in capsys.readouterr().err
     assert fastrag.KnowledgeBase.load(kb).stats()["documents"] == 3
+
+
+# -- SQLite: read-only for real ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query, refused",
+    [
+        ("ATTACH DATABASE '{evil}' AS evil", "ATTACH"),
+        ("VACUUM INTO '{evil}'", "ATTACH"),
+        ("INSERT INTO repair_records (id, solution_text) VALUES (9, 'x') RETURNING id, id AS text",
+         "INSERT repair_records"),
+        ("DROP TABLE repair_records", "sqlite_master is not allowed"),
+        ("DELETE FROM repair_records RETURNING id, id AS text", "DELETE repair_records"),
+        ("PRAGMA user_version = 7", "PRAGMA user_version"),
+        ("SELECT id, solution_text AS text FROM repair_records; ATTACH '{evil}' AS e", None),
+    ],
+)  # fmt: skip
+def test_sqlite_queries_cannot_write_or_create_files(tmp_path, query, refused):
+    import hashlib
+
+    from fixtures_sources import write_sqlite
+
+    from fastrag.errors import SourceError, SourceRefusedError
+
+    db = write_sqlite(tmp_path / "repairs.db")
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    evil = tmp_path / "evil.db"
+    error = SourceRefusedError if refused else SourceError
+    with pytest.raises(error, match=refused or "one statement") as info:
+        list(load_documents(f"sqlite:///{db}", query=query.format(evil=evil)))
+    if refused:
+        assert str(info.value).startswith(f"sqlite:///{db}: the database is opened readonly")
+    assert not evil.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repairs.db"]
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_sqlite_reads_still_work_with_the_guard(tmp_path):
+    from urllib.parse import quote
+
+    from fixtures_sources import QUERY, write_sqlite
+
+    db = write_sqlite(tmp_path / "odd ?name#%.db")  # characters a file: URI must quote
+    url = f"sqlite:///{quote(str(db))}"
+    docs = list(load_documents(url, query=QUERY, since="2026-01-20"))
+    assert [d["id"] for d in docs] == ["2", "3"]
+    rows = list(
+        load_documents(
+            url,
+            query="WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) "
+            "SELECT i AS id, (SELECT count(*) FROM pragma_table_info('repair_records')) AS text "
+            "FROM n",
+        )
+    )
+    assert [(d["id"], d["text"]) for d in rows] == [("1", "5"), ("2", "5"), ("3", "5")]
