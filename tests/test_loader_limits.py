@@ -329,3 +329,184 @@ def test_sqlite_reads_still_work_with_the_guard(tmp_path):
         )
     )
     assert [(d["id"], d["text"]) for d in rows] == [("1", "5"), ("2", "5"), ("3", "5")]
+
+
+# -- web sources: private addresses, redirects, deadline, size ----------------------------------
+
+
+@pytest.fixture()
+def local_web():
+    """Servers on 127.0.0.1 (started here): pages, a redirect, a drip, a huge body."""
+    import http.server
+    import threading
+
+    stop = threading.Event()
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 - the http.server name
+            hits.append(self.path)
+            if self.path.startswith("/redirect"):
+                self.send_response(302)
+                self.send_header("Location", self.path.split("to=", 1)[1])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif self.path == "/drip":  # a byte now and then, forever, until the client leaves
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                while not stop.is_set():
+                    try:
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    stop.wait(0.05)
+            elif self.path == "/huge":  # endless, no Content-Length
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                block = b"y" * 65536
+                while not stop.is_set():
+                    try:
+                        self.wfile.write(block)
+                    except OSError:
+                        return
+            else:
+                body = b"<html><title>Internal</title><p>internal secret page</p></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+    servers = []
+    for _ in range(2):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+    yield [s.server_address[1] for s in servers], hits
+    stop.set()
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_private_addresses_are_refused_before_any_request(local_web):
+    from fastrag.errors import SourceRefusedError
+
+    (port, _), hits = local_web
+    for host in ("127.0.0.1", "localhost", "0x7f000001", "[::ffff:127.0.0.1]"):
+        url = f"http://{host}:{port}/page.html"
+        with pytest.raises(SourceRefusedError, match="address; private addresses are not"):
+            list(load_documents(url))
+        docs, failures = _collect([url])
+        assert docs == [] and "loopback" in failures[0][1]
+    assert hits == []  # nothing reached the server
+
+
+def test_a_redirect_to_a_private_address_is_refused(local_web, monkeypatch):
+    # The first page is "public" (its address check is waved through for 127.0.0.1 only);
+    # it redirects to a loopback page on the other server, which must be refused.
+    from fastrag.errors import SourceRefusedError
+    from fastrag.store.loaders import fetch as fetch_module
+
+    (public, internal), hits = local_web
+    real = fetch_module.check_address
+    first = {"done": False}
+
+    def check(ip):
+        if not first["done"]:
+            first["done"] = True
+            return None
+        return real(ip)
+
+    monkeypatch.setattr(fetch_module, "check_address", check)
+    for target in (f"http://127.0.0.1:{internal}/", f"http://localhost:{internal}/",
+                   f"http://0x7f000001:{internal}/"):  # fmt: skip
+        first["done"] = False
+        hits.clear()
+        url = f"http://127.0.0.1:{public}/redirect?to={target}"
+        with pytest.raises(SourceRefusedError, match=f"{target}: the host .* loopback"):
+            list(load_documents(url))
+        assert hits == [f"/redirect?to={target}"]  # the internal page was never asked for
+
+
+def test_allow_private_fetches_the_local_server(local_web, tmp_path):
+    (port, other), _ = local_web
+    url = f"http://127.0.0.1:{port}/page.html"
+    (doc,) = load_documents(url, allow_private=True)
+    assert doc["title"] == "Internal" and "internal secret page" in doc["text"]
+    redirected = f"http://127.0.0.1:{port}/redirect?to=http://localhost:{other}/x.html"
+    (doc,) = load_documents(redirected, allow_private=True)
+    assert "internal secret page" in doc["text"]
+    kb = tmp_path / "kb"
+    assert main(["index", url, "--kb", str(kb)]) == 1  # refused, reported
+    assert main(["index", url, "--kb", str(kb), "--allow-private", "--overwrite"]) == 0
+    assert fastrag.KnowledgeBase.load(kb).stats()["documents"] == 1
+
+
+def test_redirects_are_counted(local_web):
+    (port, _), _ = local_web
+    url = f"http://127.0.0.1:{port}/redirect?to=/redirect?to=/page.html"
+    limits = LoadLimits(redirects=1)
+    with pytest.raises(SourceLimitError, match=r"more than 1 redirects"):
+        list(load_documents(url, allow_private=True, limits=limits))
+    assert len(list(load_documents(url, allow_private=True))) == 1
+
+
+def test_a_slow_drip_hits_the_total_deadline(local_web):
+    (port, _), _ = local_web
+    limits = LoadLimits(fetch_seconds=1.0)
+    with pytest.raises(SourceLimitError, match=r"/drip: not fetched within 1 s"):
+        list(load_documents(f"http://127.0.0.1:{port}/drip", allow_private=True, limits=limits))
+
+
+def test_an_oversize_body_is_cut_at_the_cap(local_web):
+    (port, _), _ = local_web
+    limits = LoadLimits(part_bytes=1 << 20)
+    with pytest.raises(SourceLimitError, match=r"more than 1,048,576 bytes .*stopped reading"):
+        list(load_documents(f"http://127.0.0.1:{port}/huge", allow_private=True, limits=limits))
+    with pytest.raises(SourceLimitError, match=r"the body is 63 bytes, more than 10 .*not read"):
+        list(
+            load_documents(
+                f"http://127.0.0.1:{port}/p.html", allow_private=True,
+                limits=LoadLimits(part_bytes=10),
+            )
+        )  # fmt: skip
+
+
+def test_the_metadata_address_is_refused_without_connecting(monkeypatch):
+    import socket
+
+    from fastrag.errors import SourceRefusedError
+    from fastrag.store.loaders.fetch import check_address
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a connection was attempted")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    for url in (
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fd00:ec2::254]/latest/meta-data/",
+        "http://user:hunter2@10.0.0.1/admin",
+        "http://0.0.0.0:8080/",
+    ):
+        with pytest.raises(SourceRefusedError) as info:
+            list(load_documents(url))
+        assert "hunter2" not in str(info.value)  # credentials are never shown
+    import ipaddress
+
+    assert check_address(ipaddress.ip_address("169.254.169.254")) == "link-local"
+    assert check_address(ipaddress.ip_address("100.100.100.200")) == "non-public"
+    assert check_address(ipaddress.ip_address("224.0.0.1")) == "multicast"
+    assert check_address(ipaddress.ip_address("::ffff:10.1.2.3")) == "private"
+    assert check_address(ipaddress.ip_address("93.184.215.14")) is None

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -44,6 +44,7 @@ from ...errors import (
 )
 from . import pdf, sql, web
 from ._common import DEFAULT_LIMITS, LoadLimits
+from .fetch import fetch as fetch_url
 from .files import DOCUMENT_SUFFIXES, file_documents, folder_files, iter_documents
 from .files import LINE_SUFFIXES as LINE_SUFFIXES  # public names of this module before .files
 from .files import RICH_SUFFIXES as RICH_SUFFIXES
@@ -144,7 +145,10 @@ class WebSource:
 
     HTML pages go through the HTML loader, PDFs through the PDF loader (ids
     ``<url>#page=<n>``), ``text/*`` bodies become one document; the URL is
-    the document's id, ``source`` and ``origin``.
+    the document's id, ``source`` and ``origin``. The fetch refuses
+    non-public addresses unless ``allow_private``, checks every redirect,
+    and is bounded by ``limits`` (see :func:`fastrag.store.loaders.fetch.fetch`);
+    ``timeout``, when given, replaces ``limits.fetch_seconds``.
     """
 
     url: str
@@ -160,16 +164,10 @@ class WebSource:
 
     def _fetch(self) -> tuple[bytes, str]:
         if self._body is None:
-            import httpx
-
-            try:
-                response = httpx.get(self.url, follow_redirects=True, timeout=self.timeout)
-            except httpx.HTTPError as exc:
-                raise SourceError(f"{self.url}: cannot be fetched: {exc}") from exc
-            if response.status_code != 200:
-                raise SourceError(f"{self.url}: the server answered HTTP {response.status_code}")
-            kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            self._body = (response.content, kind)
+            limits = self.limits
+            if self.timeout is not None:
+                limits = replace(limits, fetch_seconds=self.timeout)
+            self._body = fetch_url(self.url, limits=limits, allow_private=self.allow_private)
         return self._body
 
     def sha256(self) -> str:
@@ -188,14 +186,14 @@ class WebSource:
                 path = Path(tmp) / "page.pdf"
                 path.write_bytes(body)
                 try:
-                    docs = list(pdf.load(path, self.url))
+                    docs = list(pdf.load(path, self.url, self.limits))
                 except SourceError as exc:
                     raise SourceError(str(exc).replace(str(path), self.url)) from exc
         elif kind in ("text/html", "application/xhtml+xml") or not kind:
             docs = [
                 web.html_document(
                     body.decode("utf-8", errors="replace"),
-                    doc_id=self.url, source=self.url, fallback_title=name,
+                    doc_id=self.url, source=self.url, fallback_title=name, limits=self.limits,
                 )
             ]  # fmt: skip
         elif kind.startswith("text/"):
