@@ -117,6 +117,22 @@ def test_a_broad_page_is_not_flattened():
     assert _limit_depth(broad, 32) is broad
 
 
+def test_a_parser_that_recurses_costs_its_file_only(tmp_path, monkeypatch):
+    from fastrag.store.loaders import web
+
+    def recurse(path, doc_id, limits):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(web, "load", recurse)
+    (tmp_path / "a.html").write_text("<p>x</p>", encoding="utf-8")
+    (tmp_path / "b.md").write_text("fine", encoding="utf-8")
+    docs, failures = _collect(tmp_path)
+    assert [d["id"] for d in docs] == ["b.md"]
+    assert failures == [(str(tmp_path / "a.html"), "nested too deeply to be read")]
+    with pytest.raises(SourceLimitError, match="a.html: nested too deeply"):
+        list(load_documents(tmp_path))
+
+
 # -- the import cycle ---------------------------------------------------------------------
 
 

@@ -76,7 +76,7 @@ def _pinned(url: Any, *, allow_private: bool, shown: str) -> tuple[Any, dict[str
         raise SourceRefusedError(
             f"{shown}: only http and https URLs are fetched, not {url.scheme!r}"
         )
-    host = url.host
+    host = url.raw_host.decode("ascii")  # IDNA-encoded, as DNS and TLS want it
     if not host:
         raise SourceError(f"{shown}: the URL names no host")
     port = url.port or (443 if url.scheme == "https" else 80)

@@ -34,6 +34,7 @@ from ...errors import (
     DuplicateDocumentError,
     MissingDependencyError,
     SourceError,
+    SourceLimitError,
     SourceRefusedError,
     StoreNotFoundError,
 )
@@ -243,6 +244,8 @@ def file_documents(
         raise
     except UnicodeDecodeError as exc:
         raise SourceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except RecursionError as exc:  # a parser below recursed (the HTML walker never does)
+        raise SourceLimitError(f"{path}: nested too deeply to be read") from exc
     except OSError as exc:
         raise SourceError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
     except DocumentError as exc:
@@ -417,6 +420,10 @@ def iter_documents(
                     yield doc
             except UnicodeDecodeError as exc:
                 sink.issue(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+            except RecursionError:  # a parser below recursed: this file only is lost
+                if sink.report is None:
+                    raise SourceLimitError(f"{path}: nested too deeply to be read") from None
+                sink.issue(path, "nested too deeply to be read")
             except OSError as exc:
                 sink.issue(path, f"cannot be read: {exc.strerror or exc}")
             except (SourceError, MissingDependencyError) as exc:
