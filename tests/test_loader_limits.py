@@ -327,6 +327,20 @@ def test_sqlite_queries_cannot_write_or_create_files(tmp_path, query, refused):
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 
 
+def test_sqlite_through_sqlalchemy_is_guarded_too(tmp_path):
+    pytest.importorskip("sqlalchemy")
+    from fixtures_sources import QUERY, write_sqlite
+
+    from fastrag.errors import SourceRefusedError
+
+    db = write_sqlite(tmp_path / "repairs.db")
+    evil = tmp_path / "evil.db"
+    with pytest.raises(SourceRefusedError, match="ATTACH"):
+        list(load_documents(f"sqlite+pysqlite:///{db}", query=f"ATTACH '{evil}' AS e"))
+    assert not evil.exists()
+    assert len(list(load_documents(f"sqlite+pysqlite:///{db}", query=QUERY))) == 3
+
+
 def test_sqlite_reads_still_work_with_the_guard(tmp_path):
     from urllib.parse import quote
 

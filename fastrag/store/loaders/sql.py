@@ -19,7 +19,9 @@ to the database, nor any other file: SQLite files are opened read-only
 (``SELECT``, reading tables, calling functions, read-only ``pragma_*``
 table functions): ``ATTACH``, ``DETACH``, ``VACUUM INTO``, writing pragmas,
 transactions and every write are refused with
-:class:`~fastrag.errors.SourceRefusedError` before they run.
+:class:`~fastrag.errors.SourceRefusedError` before they run. A SQLite
+database reached through SQLAlchemy (``sqlite+pysqlite:///``) gets the same
+authorizer; other databases are as read-only as the user fastrag connects as.
 """
 
 from __future__ import annotations
@@ -293,11 +295,19 @@ def _sqlalchemy(
     if since is not None:
         query = f"SELECT * FROM ({query}) AS fastrag_rows WHERE updated_at > :fastrag_since"
         bound["fastrag_since"] = since
+    guard = _ReadOnly()
     try:
         with engine.connect() as conn:
+            raw = getattr(conn.connection, "driver_connection", None)
+            if engine.dialect.name == "sqlite" and isinstance(raw, sqlite3.Connection):
+                raw.set_authorizer(guard)  # the same read-only guard as sqlite:/// URLs
             try:
                 result = conn.execute(sa.text(query), bound)
             except sa.exc.SQLAlchemyError as exc:
+                if guard.refused is not None:
+                    raise SourceRefusedError(
+                        f"{where}: the query may only read: {guard.refused} is not allowed"
+                    ) from exc
                 raise SourceError(f"{where}: the query failed: {exc}") from exc
             columns = list(result.keys())
 
