@@ -70,8 +70,8 @@ def resolve(host: str, port: int) -> list[_Address]:
     return out
 
 
-def _pinned(url: Any, *, allow_private: bool, shown: str) -> tuple[Any, dict[str, str], str]:
-    """The URL to connect to (the host replaced by its checked address), headers, SNI name."""
+def _pinned(url: Any, *, allow_private: bool, shown: str) -> tuple[list[Any], dict[str, str], str]:
+    """The URLs to try (the host replaced by each checked address), headers, the TLS name."""
     if url.scheme not in ("http", "https"):
         raise SourceRefusedError(
             f"{shown}: only http and https URLs are fetched, not {url.scheme!r}"
@@ -94,11 +94,10 @@ def _pinned(url: Any, *, allow_private: bool, shown: str) -> tuple[Any, dict[str
                     f"{shown}: the host {host!r} resolves to {ip}, a {why} address; private "
                     "addresses are not fetched (allow_private=True or --allow-private allows them)"
                 )
-    ip = addresses[0]
     host_header = host if url.port is None else f"{host}:{url.port}"
     if ":" in host and not host.startswith("["):
         host_header = f"[{host}]" if url.port is None else f"[{host}]:{url.port}"
-    return url.copy_with(host=str(ip)), {"Host": host_header}, host
+    return [url.copy_with(host=str(ip)) for ip in addresses], {"Host": host_header}, host
 
 
 def fetch(
@@ -133,21 +132,28 @@ def fetch(
     with httpx.Client(trust_env=False, follow_redirects=False) as client:
         for _ in range(limits.redirects + 1):
             here = safe_url(str(current))
-            target, headers, sni = _pinned(current, allow_private=allow_private, shown=here)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise late()
-            timeout = {"connect": left, "read": left, "write": left, "pool": left}
-            request = client.build_request(
-                "GET", target, headers=headers,
-                extensions={"sni_hostname": sni, "timeout": timeout},
-            )  # fmt: skip
-            try:
-                response = client.send(request, stream=True)
-            except httpx.TimeoutException as exc:
-                raise late() from exc
-            except httpx.HTTPError as exc:
-                raise SourceError(f"{here}: cannot be fetched: {exc}") from exc
+            targets, headers, sni = _pinned(current, allow_private=allow_private, shown=here)
+            response = None
+            for number, target in enumerate(targets, 1):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise late()
+                timeout = {"connect": left, "read": left, "write": left, "pool": left}
+                request = client.build_request(
+                    "GET", target, headers=headers,
+                    extensions={"sni_hostname": sni, "timeout": timeout},
+                )  # fmt: skip
+                try:
+                    response = client.send(request, stream=True)
+                    break
+                except httpx.ConnectError as exc:  # the next checked address, if any
+                    if number == len(targets):
+                        raise SourceError(f"{here}: cannot be fetched: {exc}") from exc
+                except httpx.TimeoutException as exc:
+                    raise late() from exc
+                except httpx.HTTPError as exc:
+                    raise SourceError(f"{here}: cannot be fetched: {exc}") from exc
+            assert response is not None
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
                     current = current.join(response.headers["location"])
