@@ -220,6 +220,14 @@ def test_an_html_page_over_the_size_cap_is_refused_and_the_rest_read(tmp_path):
     ]
 
 
+def test_a_text_file_over_the_size_cap_is_refused(tmp_path):
+    (tmp_path / "big.md").write_text("x" * 2_000, encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text('{"id": "j", "text": "streamed, not capped"}\n', "utf-8")
+    docs, failures = _collect(tmp_path, limits=LoadLimits(part_bytes=1_000))
+    assert [d["id"] for d in docs] == ["j"]
+    assert failures[0][0] == str(tmp_path / "big.md") and "LoadLimits.part_bytes" in failures[0][1]
+
+
 def test_limits_are_checked():
     from fastrag.errors import ConfigError
 

@@ -42,7 +42,8 @@ class LoadLimits:
     Attributes
     ----------
     part_bytes : int
-        Largest file read whole (an HTML page, a downloaded body) and largest
+        Largest file read whole (a text or HTML file, a downloaded body; a
+        ``.jsonl`` or ``.csv`` file streams and is not held to it) and largest
         uncompressed member of a ``.docx`` archive (64 MiB).
     text_chars : int
         Most characters of text taken from one file or page (32 million).

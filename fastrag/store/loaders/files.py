@@ -187,7 +187,15 @@ def _read_csv(path: Path, sink: _Sink) -> Iterator[tuple[int, dict[str, Any]]]:
             sink.issue(path, f"not valid CSV: {exc}", line, "rest of the file")
 
 
-def _read_text(path: Path, doc_id: str) -> Iterator[tuple[int | None, dict[str, Any]]]:
+def _read_text(
+    path: Path, doc_id: str, limits: LoadLimits
+) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    size = path.stat().st_size
+    if size > limits.part_bytes:  # read whole: one document
+        raise SourceLimitError(
+            f"{path}: {size:,} bytes, more than the {limits.part_bytes:,} a text file read whole "
+            "may have (LoadLimits.part_bytes)"
+        )
     text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not text
     yield None, {"id": doc_id, "text": text, "title": path.stem, "source": str(path)}
 
@@ -202,7 +210,7 @@ def _file_documents(
         return _read_csv(path, sink)
     if suffix in RICH_SUFFIXES:
         return ((None, doc) for doc in rich_documents(path, doc_id, limits))
-    return _read_text(path, doc_id)
+    return _read_text(path, doc_id, limits)
 
 
 def _sha256(path: Path) -> str:
