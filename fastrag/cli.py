@@ -239,7 +239,13 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
     if args.index in ("exact", "hnsw") and args.index != stats["index"]:
         kb.set_index(args.index, threads=args.threads)
     sources = list(
-        resolve_sources(args.paths, query=args.query, since=args.since, on_error=failures)
+        resolve_sources(
+            args.paths,
+            query=args.query,
+            since=args.since,
+            on_error=failures,
+            allow_private=args.allow_private,
+        )  # fmt: skip
     )
     print(f"syncing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     plan = kb.sync(
@@ -281,7 +287,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     embedder = _embedder(args)
     print(f"indexing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
     t0 = time.perf_counter()
-    docs = load_documents(args.paths, query=args.query, since=args.since, report=report)
+    docs = load_documents(
+        args.paths, query=args.query, since=args.since, report=report,
+        allow_private=args.allow_private,
+    )  # fmt: skip
     kb = KnowledgeBase.build(
         docs,
         window=200 if args.window is None else args.window,
@@ -681,6 +690,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop at the first bad file, line or repeated id, before writing anything "
         "(default: report it, skip it and index the rest)",
+    )
+    p.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="fetch http(s) URLs whose host is a loopback, private or link-local address "
+        "(refused by default, on every redirect too)",
     )
     p.set_defaults(func=cmd_index)
 

@@ -14,6 +14,9 @@ cross into fastrag, with the original chained as ``__cause__``.
     ├── DocumentError (ValueError)           a document is malformed
     │   ├── DuplicateDocumentError           an id seen twice, or already stored
     │   └── SourceError                      a file, page or database query cannot be read
+    │       ├── SourceLimitError             ... it is over a cap (size, ratio, text, pages, time)
+    │       └── SourceRefusedError           ... reading it is not allowed (a private address,
+    │                                            a symlink out of the folder, a database write)
     ├── DocumentNotFoundError (KeyError)     delete() of an id that is not stored
     ├── MissingDependencyError (ImportError) an optional extra is not installed
     ├── EmbedderError                        an embedder failed or gave bad vectors
@@ -60,6 +63,8 @@ __all__ = [
     "RetryExhaustedError",
     "SearchIndexError",
     "SourceError",
+    "SourceLimitError",
+    "SourceRefusedError",
     "StageTimeoutError",
     "StoreCorruptedError",
     "StoreError",
@@ -90,6 +95,25 @@ class SourceError(DocumentError):
 
     The message names the source and the reason: an encrypted or corrupt
     PDF, a PDF without a text layer, a query that fails or lacks a column.
+    """
+
+
+class SourceLimitError(SourceError):
+    """A source is over one of the caps of :class:`~fastrag.store.loaders.LoadLimits`.
+
+    A part or page too large, a compression ratio of a zip bomb, too much
+    text, too many pages, a fetch past its deadline; the message names the
+    source and the cap.
+    """
+
+
+class SourceRefusedError(SourceError):
+    """Reading a source is not allowed: the message names it and why.
+
+    A URL whose host resolves to a loopback, private, link-local or other
+    non-public address (unless ``allow_private``), a symbolic link that
+    leads out of the folder being indexed, a database query that would
+    write or attach files.
     """
 
 

@@ -298,22 +298,22 @@ def web_server(tmp_path):
 
 
 def test_web_pages_and_pdfs_by_url(web_server):
-    base, root = web_server
-    (page,) = load_documents(f"{base}/guide.html")
+    base, root = web_server  # a server on 127.0.0.1: private, so allowed explicitly
+    (page,) = load_documents(f"{base}/guide.html", allow_private=True)
     assert page["id"] == page["origin"] == page["source"] == f"{base}/guide.html"
     assert page["title"] == "Repair guide" and "## Encoder" in page["text"]
-    pages = list(load_documents(f"{base}/manual.pdf"))
+    pages = list(load_documents(f"{base}/manual.pdf", allow_private=True))
     assert [d["id"] for d in pages] == [f"{base}/manual.pdf#page=1", f"{base}/manual.pdf#page=2"]
     assert (
         pages[0]["origin_sha256"] == hashlib.sha256((root / "manual.pdf").read_bytes()).hexdigest()
     )
-    docs, failures = _collect([f"{base}/missing.html", f"{base}/guide.html"])
+    docs, failures = _collect([f"{base}/missing.html", f"{base}/guide.html"], allow_private=True)
     assert [d["id"] for d in docs] == [f"{base}/guide.html"]
     assert failures == [(f"{base}/missing.html", "the server answered HTTP 404")]
-    kb = fastrag.KnowledgeBase.build(load_documents(f"{base}/guide.html"))
-    assert not kb.sync(resolve_sources(f"{base}/guide.html")).changed
+    kb = fastrag.KnowledgeBase.build(load_documents(f"{base}/guide.html", allow_private=True))
+    assert not kb.sync(resolve_sources(f"{base}/guide.html", allow_private=True)).changed
     (root / "guide.html").write_text(
         HTML.replace("encoder cable", "encoder plug"), encoding="utf-8"
     )
-    plan = kb.sync(resolve_sources(f"{base}/guide.html"))
+    plan = kb.sync(resolve_sources(f"{base}/guide.html", allow_private=True))
     assert [d["id"] for d in plan.replace] == [f"{base}/guide.html"]

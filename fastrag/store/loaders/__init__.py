@@ -6,8 +6,8 @@ dicts (``id``, ``text``, metadata):
 ========================  ===========================  ==============
 format                    module                       extra
 ========================  ===========================  ==============
-.txt .md .markdown .rst   :mod:`fastrag.store.sources` (core)
-.jsonl .csv               :mod:`fastrag.store.sources` (core)
+.txt .md .markdown .rst   :mod:`.files`                (core)
+.jsonl .csv               :mod:`.files`                (core)
 .pdf                      :mod:`.pdf`                  ``pdf``
 .html .htm                :mod:`.web`                  ``html``
 .docx                     :mod:`.word`                 ``docx``
@@ -30,19 +30,31 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeGuard
 
 import orjson
 
-from ...errors import MissingDependencyError, SourceError, StoreNotFoundError
-from . import pdf, sql, web, word
+from ...errors import (
+    MissingDependencyError,
+    SourceError,
+    SourceRefusedError,
+    StoreNotFoundError,
+)
+from . import pdf, sql, web
+from ._common import DEFAULT_LIMITS, LoadLimits
+from .fetch import fetch as fetch_url
+from .files import DOCUMENT_SUFFIXES, file_documents, folder_files, iter_documents
+from .files import LINE_SUFFIXES as LINE_SUFFIXES  # public names of this module before .files
+from .files import RICH_SUFFIXES as RICH_SUFFIXES
+from .files import TEXT_SUFFIXES as TEXT_SUFFIXES
+from .files import rich_documents as rich_documents
 
 __all__ = [
     "DOCUMENT_SUFFIXES",
     "FileSource",
+    "LoadLimits",
     "OnError",
     "SqlSource",
     "WebSource",
@@ -52,24 +64,6 @@ __all__ = [
     "resolve_sources",
     "row_sha256",
 ]
-
-TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
-"""One document per file, the text as written (read by :mod:`fastrag.store.sources`)."""
-LINE_SUFFIXES = (".jsonl", ".csv")
-"""One document per line or row (read by :mod:`fastrag.store.sources`)."""
-_RICH: dict[str, ModuleType] = {
-    suffix: module for module in (pdf, web, word) for suffix in module.SUFFIXES
-}
-RICH_SUFFIXES: tuple[str, ...] = tuple(_RICH)
-"""Formats parsed by a loader module here (PDF, HTML, Word)."""
-DOCUMENT_SUFFIXES: tuple[str, ...] = TEXT_SUFFIXES + LINE_SUFFIXES + RICH_SUFFIXES
-"""Every file suffix documents are read from."""
-
-
-def rich_documents(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
-    """The documents of a PDF, HTML or Word file (its loader module's ``load``)."""
-    return _RICH[path.suffix.lower()].load(path, doc_id)
-
 
 OnError = Callable[[Path | str, str], None]
 """``on_error(source, reason)``: told about a source that was skipped."""
@@ -112,6 +106,7 @@ class FileSource:
 
     path: Path
     doc_id: str
+    limits: LoadLimits = DEFAULT_LIMITS
 
     @property
     def origin(self) -> str:
@@ -126,7 +121,7 @@ class FileSource:
         """Yield the file's documents, each with ``origin`` and ``origin_sha256``.
 
         The file is read and validated whole first
-        (:func:`fastrag.store.sources.file_documents`): its first problem
+        (:func:`fastrag.store.loaders.files.file_documents`): its first problem
         raises, so a file is taken entirely or not at all.
 
         Parameters
@@ -141,9 +136,7 @@ class FileSource:
         MissingDependencyError
             The format's optional package is not installed.
         """
-        from ..sources import file_documents
-
-        return iter(file_documents(self.path, self.doc_id, sha256))
+        return iter(file_documents(self.path, self.doc_id, sha256, self.limits))
 
 
 @dataclass(eq=False)
@@ -152,11 +145,16 @@ class WebSource:
 
     HTML pages go through the HTML loader, PDFs through the PDF loader (ids
     ``<url>#page=<n>``), ``text/*`` bodies become one document; the URL is
-    the document's id, ``source`` and ``origin``.
+    the document's id, ``source`` and ``origin``. The fetch refuses
+    non-public addresses unless ``allow_private``, checks every redirect,
+    and is bounded by ``limits`` (see :func:`fastrag.store.loaders.fetch.fetch`);
+    ``timeout``, when given, replaces ``limits.fetch_seconds``.
     """
 
     url: str
-    timeout: float = 30.0
+    timeout: float | None = None
+    limits: LoadLimits = DEFAULT_LIMITS
+    allow_private: bool = False
     _body: tuple[bytes, str] | None = None
 
     @property
@@ -166,16 +164,10 @@ class WebSource:
 
     def _fetch(self) -> tuple[bytes, str]:
         if self._body is None:
-            import httpx
-
-            try:
-                response = httpx.get(self.url, follow_redirects=True, timeout=self.timeout)
-            except httpx.HTTPError as exc:
-                raise SourceError(f"{self.url}: cannot be fetched: {exc}") from exc
-            if response.status_code != 200:
-                raise SourceError(f"{self.url}: the server answered HTTP {response.status_code}")
-            kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            self._body = (response.content, kind)
+            limits = self.limits
+            if self.timeout is not None:
+                limits = replace(limits, fetch_seconds=self.timeout)
+            self._body = fetch_url(self.url, limits=limits, allow_private=self.allow_private)
         return self._body
 
     def sha256(self) -> str:
@@ -194,14 +186,14 @@ class WebSource:
                 path = Path(tmp) / "page.pdf"
                 path.write_bytes(body)
                 try:
-                    docs = list(pdf.load(path, self.url))
+                    docs = list(pdf.load(path, self.url, self.limits))
                 except SourceError as exc:
                     raise SourceError(str(exc).replace(str(path), self.url)) from exc
         elif kind in ("text/html", "application/xhtml+xml") or not kind:
             docs = [
                 web.html_document(
                     body.decode("utf-8", errors="replace"),
-                    doc_id=self.url, source=self.url, fallback_title=name,
+                    doc_id=self.url, source=self.url, fallback_title=name, limits=self.limits,
                 )
             ]  # fmt: skip
         elif kind.startswith("text/"):
@@ -242,7 +234,10 @@ class SqlSource:
 
 
 def iter_sources(
-    paths: Iterable[str | Path], *, on_error: OnError | None = None
+    paths: Iterable[str | Path],
+    *,
+    on_error: OnError | None = None,
+    limits: LoadLimits | None = None,
 ) -> Iterator[FileSource]:
     """Find the files to load under files and folders (folders recursively, sorted).
 
@@ -252,8 +247,12 @@ def iter_sources(
         Files and folders.
     on_error : callable, optional
         Told about a named file of an unsupported type (files of other
-        types inside folders are passed over silently); without it that
+        types inside folders are passed over silently) and about a symbolic
+        link inside a folder that leads out of it (not followed, see
+        :func:`~fastrag.store.loaders.files.folder_files`); without it that
         raises :class:`~fastrag.errors.SourceError`.
+    limits : LoadLimits, optional
+        Caps the sources found carry into their loading (see :func:`load_documents`).
 
     Raises
     ------
@@ -264,12 +263,16 @@ def iter_sources(
     for raw in paths:
         root = Path(raw)
         if root.is_dir():
-            for p in sorted(q for q in root.rglob("*") if q.is_file()):
-                if p.suffix.lower() in DOCUMENT_SUFFIXES:
-                    yield FileSource(p, p.relative_to(root).as_posix())
+            for p, why in folder_files(root):
+                if why is not None and "symbolic link" in why:
+                    if on_error is None:
+                        raise SourceRefusedError(f"{p}: {why}")
+                    on_error(p, why)
+                elif why is None:
+                    yield FileSource(p, p.relative_to(root).as_posix(), limits or DEFAULT_LIMITS)
         elif root.is_file():
             if root.suffix.lower() in DOCUMENT_SUFFIXES:
-                yield FileSource(root, root.name)
+                yield FileSource(root, root.name, limits or DEFAULT_LIMITS)
             else:
                 report(
                     root,
@@ -288,6 +291,8 @@ def load_documents(
     since: Any = None,
     on_error: OnError | None = None,
     report: Any = None,
+    limits: LoadLimits | None = None,
+    allow_private: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Load documents from files, folders or a database.
 
@@ -312,6 +317,15 @@ def load_documents(
         Records what happened to each file and page (see
         :class:`fastrag.store.report.SourceReport`); problems are reported,
         not raised.
+    limits : LoadLimits, optional
+        Caps on what one file or page may cost (sizes, text, pages, HTML
+        depth, fetch time; see :class:`LoadLimits`); a source over one is
+        reported by name and skipped (:class:`~fastrag.errors.SourceLimitError`).
+    allow_private : bool, default False
+        Fetch ``http(s)://`` URLs whose host is a loopback, private,
+        link-local or otherwise non-public address; without it they are
+        refused (:class:`~fastrag.errors.SourceRefusedError`) before any
+        connection, on the first request and on every redirect.
 
     Yields
     ------
@@ -327,17 +341,17 @@ def load_documents(
     ...     query="SELECT id, solution_text AS text, fault_code FROM repair_records",
     ... )
     """
-    from ..sources import iter_documents
-
     items = [path_or_url] if isinstance(path_or_url, (str, Path)) else list(path_or_url)
     files: list[str | Path] = []  # a run of paths, read together (ids unique across them)
     for item in [*items, None]:
         if item is None or _is_url(item):
             if files:
-                yield from iter_documents(files, on_error=on_error, report=report)
+                yield from iter_documents(files, on_error=on_error, report=report, limits=limits)
                 files = []
             if item is not None:
-                source = _url_source(item, query=query, since=since)
+                source = _url_source(
+                    item, query=query, since=since, limits=limits, allow_private=allow_private
+                )
                 yield from load_source(source, on_error=on_error, report=report)
         else:
             files.append(item)
@@ -349,10 +363,17 @@ def _is_url(item: Any) -> TypeGuard[str]:
     )
 
 
-def _url_source(url: str, *, query: str | None, since: Any) -> SqlSource | WebSource:
+def _url_source(
+    url: str,
+    *,
+    query: str | None,
+    since: Any,
+    limits: LoadLimits | None = None,
+    allow_private: bool = False,
+) -> SqlSource | WebSource:
     """The source a URL names (one that :func:`_is_url` accepts), not read yet."""
     if url.lower().startswith(("http://", "https://")):
-        return WebSource(url)
+        return WebSource(url, limits=limits or DEFAULT_LIMITS, allow_private=allow_private)
     if query is None:
         raise SourceError(f"{sql.safe_url(url)}: a database source needs a query (--query)")
     return SqlSource(url, query, since)
@@ -364,14 +385,18 @@ def resolve_sources(
     query: str | None = None,
     since: Any = None,
     on_error: OnError | None = None,
+    limits: LoadLimits | None = None,
+    allow_private: bool = False,
 ) -> Iterator[FileSource | SqlSource | WebSource]:
     """Find the sources named by paths and URLs (see :func:`load_documents`), none read yet."""
     items = [path_or_url] if isinstance(path_or_url, (str, Path)) else list(path_or_url)
     for item in items:
         if _is_url(item):
-            yield _url_source(item, query=query, since=since)
+            yield _url_source(
+                item, query=query, since=since, limits=limits, allow_private=allow_private
+            )
         else:
-            yield from iter_sources([item], on_error=on_error)
+            yield from iter_sources([item], on_error=on_error, limits=limits)
 
 
 def load_source(

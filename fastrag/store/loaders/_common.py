@@ -1,14 +1,23 @@
-"""Helpers shared by the loaders: optional imports, rendering blocks as structured text."""
+"""Helpers shared by the loaders: optional imports, limits, rendering blocks as structured text."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 
-from ...errors import MissingDependencyError
+from ...errors import ConfigError, MissingDependencyError, SourceLimitError
 
-__all__ = ["Blocks", "clean", "require", "table_rows"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Blocks",
+    "LoadLimits",
+    "check_text",
+    "clean",
+    "require",
+    "table_rows",
+]
 
 
 def require(module: str, extra: str, what: str) -> ModuleType:
@@ -20,6 +29,69 @@ def require(module: str, extra: str, what: str) -> ModuleType:
             f"{what} needs the optional package {module.split('.')[0]!r}: "
             f"pip install 'fastrag-engine[{extra}]'"
         ) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class LoadLimits:
+    """Caps on what one source may cost to read (``load_documents(..., limits=...)``).
+
+    A source over a cap is refused with :class:`~fastrag.errors.SourceLimitError`
+    naming it and the cap (reported like any unreadable file; the others are
+    read), except ``html_depth``, which flattens instead of refusing.
+
+    Attributes
+    ----------
+    part_bytes : int
+        Largest file read whole (a text or HTML file, a downloaded body; a
+        ``.jsonl`` or ``.csv`` file streams and is not held to it) and largest
+        uncompressed member of a ``.docx`` archive (64 MiB).
+    text_chars : int
+        Most characters of text taken from one file or page (32 million).
+    zip_ratio : int
+        Largest uncompressed / compressed size of a ``.docx`` member (200);
+        members under 1 MiB are not held to it.
+    pdf_pages : int
+        Most pages read from one PDF (5,000).
+    html_depth : int
+        Deepest element nesting kept from an HTML page (256); tags nested
+        deeper are dropped and their text joins the enclosing element's.
+    fetch_seconds : float
+        Deadline of one web fetch, redirects and body included (30 s).
+    redirects : int
+        Most redirects followed by one web fetch (5).
+    """
+
+    part_bytes: int = 64 << 20
+    text_chars: int = 32_000_000
+    zip_ratio: int = 200
+    pdf_pages: int = 5_000
+    html_depth: int = 256
+    fetch_seconds: float = 30.0
+    redirects: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("part_bytes", "text_chars", "zip_ratio", "pdf_pages", "html_depth"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"LoadLimits.{name} must be a positive integer, not {value!r}")
+        if not isinstance(self.redirects, int) or self.redirects < 0:
+            raise ConfigError(f"LoadLimits.redirects must be 0 or more, not {self.redirects!r}")
+        if not self.fetch_seconds > 0:
+            raise ConfigError(
+                f"LoadLimits.fetch_seconds must be positive, not {self.fetch_seconds!r}"
+            )
+
+
+DEFAULT_LIMITS = LoadLimits()
+"""The caps used when none are given."""
+
+
+def check_text(text_chars: int, limits: LoadLimits, where: object) -> None:
+    """Raise :class:`SourceLimitError` when ``text_chars`` is over ``limits.text_chars``."""
+    if text_chars > limits.text_chars:
+        raise SourceLimitError(
+            f"{where}: more than {limits.text_chars:,} characters of text (LoadLimits.text_chars)"
+        )
 
 
 def clean(text: str | None) -> str:

@@ -13,7 +13,10 @@ Each page is a document ``<id>#page=<n>`` with metadata ``page`` (from 1),
 ``title`` (the PDF's Title, else the file's stem), ``source`` and
 ``updated_at`` (ModDate, else CreationDate). A PDF without any text layer
 (scanned images) is refused with "no text layer; OCR is not supported"; an
-encrypted or corrupt one is refused naming the reason.
+encrypted or corrupt one is refused naming the reason. A PDF of more than
+``pdf_pages`` pages (5,000) or more than ``text_chars`` characters (32
+million) is refused (:class:`~fastrag.errors.SourceLimitError`, see
+:class:`~fastrag.store.loaders.LoadLimits`), counted as it is read.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import SourceError
-from ._common import Blocks, clean, require, table_rows
+from ...errors import SourceError, SourceLimitError
+from ._common import DEFAULT_LIMITS, Blocks, LoadLimits, check_text, clean, require, table_rows
 
 __all__ = ["SUFFIXES", "load", "parse_pdf_date"]
 
@@ -161,7 +164,7 @@ def _render(pages: list[list[tuple[float, str, Any]]]) -> list[str]:
     return out
 
 
-def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
+def load(path: Path, doc_id: str, limits: LoadLimits = DEFAULT_LIMITS) -> Iterator[dict[str, Any]]:
     """Yield one document per page with text (see the module notes)."""
     pdfplumber = require("pdfplumber", "pdf", "reading PDF files")
     from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
@@ -181,10 +184,17 @@ def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
             info = pdf.metadata or {}
             pages = []
             n_chars = 0
+            n_pages = len(pdf.pages)
+            if n_pages > limits.pdf_pages:
+                raise SourceLimitError(
+                    f"{path}: {n_pages:,} pages, more than {limits.pdf_pages:,} "
+                    "(LoadLimits.pdf_pages)"
+                )
             for page in pdf.pages:
                 items, chars = _page_items(page)
                 pages.append(items)
                 n_chars += chars
+                check_text(n_chars, limits, path)
                 page.close()  # drop the page's parsed objects before the next one
     except SourceError:
         raise

@@ -14,7 +14,14 @@ timestamp parameter (and fastrag checks each row again).
 
 A query that fails, or whose result lacks ``id`` or ``text``, raises
 :class:`~fastrag.errors.SourceError` naming the problem. Nothing is written
-to the database: SQLite files are opened read-only.
+to the database, nor any other file: SQLite files are opened read-only
+(a ``file:...?mode=ro`` URI) and an authorizer lets the query only read
+(``SELECT``, reading tables, calling functions, read-only ``pragma_*``
+table functions): ``ATTACH``, ``DETACH``, ``VACUUM INTO``, writing pragmas,
+transactions and every write are refused with
+:class:`~fastrag.errors.SourceRefusedError` before they run. A SQLite
+database reached through SQLAlchemy (``sqlite+pysqlite:///``) gets the same
+authorizer; other databases are as read-only as the user fastrag connects as.
 """
 
 from __future__ import annotations
@@ -25,17 +32,56 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import orjson
 
-from ...errors import SourceError
+from ...errors import SourceError, SourceRefusedError
 from ..documents import parse_updated_at
 from ._common import require
 
 __all__ = ["is_database_url", "load_sql", "safe_url"]
 
 _REQUIRED = ("id", "text")
+
+_READS = frozenset(
+    getattr(sqlite3, name)
+    for name in ("SQLITE_SELECT", "SQLITE_READ", "SQLITE_FUNCTION", "SQLITE_RECURSIVE")
+)
+_READ_PRAGMAS = frozenset(
+    "collation_list compile_options foreign_key_list function_list index_info index_list "
+    "index_xinfo module_list pragma_list table_info table_list table_xinfo".split()
+)
+_SCHEMA = ("sqlite_master", "sqlite_schema")
+_ACTIONS = {
+    getattr(sqlite3, name): name.removeprefix("SQLITE_").replace("_", " ")
+    for name in dir(sqlite3)
+    if name.startswith(("SQLITE_CREATE_", "SQLITE_DROP_", "SQLITE_ALTER", "SQLITE_ANALYZE"))
+    or name in ("SQLITE_ATTACH", "SQLITE_DETACH", "SQLITE_DELETE", "SQLITE_INSERT",
+                "SQLITE_UPDATE", "SQLITE_PRAGMA", "SQLITE_TRANSACTION", "SQLITE_REINDEX",
+                "SQLITE_SAVEPOINT")
+}  # fmt: skip
+
+
+class _ReadOnly:
+    """A SQLite authorizer that allows reading only, and remembers the first thing it refused."""
+
+    def __init__(self) -> None:
+        self.refused: str | None = None
+
+    def __call__(
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, *_: Any
+    ) -> int:
+        if action in _READS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and arg1 in _SCHEMA and db == "main":
+            return sqlite3.SQLITE_OK  # SQLite's own schema reading; main is opened mode=ro
+        if self.refused is None:
+            what = _ACTIONS.get(action, f"action {action}")
+            self.refused = f"{what} {arg1}" if arg1 else what
+        return sqlite3.SQLITE_DENY
 
 
 def is_database_url(value: str) -> bool:
@@ -190,16 +236,30 @@ def _sqlite(
     if not Path(path).is_file():
         raise SourceError(f"{where}: no such database file {path!r}")
     try:
-        conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise SourceError(f"{where}: cannot open the database: {exc}") from exc
+    guard = _ReadOnly()
+
+    def refused(exc: sqlite3.Error) -> SourceRefusedError | None:
+        if guard.refused is None:
+            return None
+        return SourceRefusedError(
+            f"{where}: the database is opened readonly and the query may only read: "
+            f"{guard.refused} is not allowed ({exc})"
+        )
+
     try:
         if since is not None:
             conn.create_function("fastrag_newer", 1, _newer_than(since), deterministic=True)
             query = f"SELECT * FROM ({query}) AS fastrag_rows WHERE fastrag_newer(updated_at)"
+        conn.set_authorizer(guard)
         try:
             cursor = conn.execute(query, params or ())
         except sqlite3.Error as exc:
+            denied = refused(exc)
+            if denied is not None:
+                raise denied from exc
             hint = (
                 " (--since needs the query to return an updated_at column)"
                 if since is not None and "updated_at" in str(exc)
@@ -213,6 +273,9 @@ def _sqlite(
                 while batch := cursor.fetchmany(1024):
                     yield from batch
             except sqlite3.Error as exc:
+                denied = refused(exc)
+                if denied is not None:
+                    raise denied from exc
                 raise SourceError(f"{where}: reading the query's rows failed: {exc}") from exc
 
         yield from _documents(columns, rows(), where, since)
@@ -232,11 +295,19 @@ def _sqlalchemy(
     if since is not None:
         query = f"SELECT * FROM ({query}) AS fastrag_rows WHERE updated_at > :fastrag_since"
         bound["fastrag_since"] = since
+    guard = _ReadOnly()
     try:
         with engine.connect() as conn:
+            raw = getattr(conn.connection, "driver_connection", None)
+            if engine.dialect.name == "sqlite" and isinstance(raw, sqlite3.Connection):
+                raw.set_authorizer(guard)  # the same read-only guard as sqlite:/// URLs
             try:
                 result = conn.execute(sa.text(query), bound)
             except sa.exc.SQLAlchemyError as exc:
+                if guard.refused is not None:
+                    raise SourceRefusedError(
+                        f"{where}: the query may only read: {guard.refused} is not allowed"
+                    ) from exc
                 raise SourceError(f"{where}: the query failed: {exc}") from exc
             columns = list(result.keys())
 

@@ -5,6 +5,13 @@ Paragraphs in body order; a paragraph styled ``Heading 1``-``Heading 9``
 numbering is a list item; tables keep their place, each row repeating the
 header (the first row) with each cell. The core properties give ``title``
 (else the file's stem) and ``updated_at`` (modified, else created).
+
+Before python-docx reads anything, the archive's table of contents is
+checked against :class:`~fastrag.store.loaders.LoadLimits`: a member that
+expands past ``part_bytes`` (64 MiB), members that expand past four times
+that together, or a member compressed more than ``zip_ratio`` (200) to one
+(the mark of a zip bomb; members under 1 MiB are exempt) refuse the file with
+:class:`~fastrag.errors.SourceLimitError`, as does text past ``text_chars``.
 """
 
 from __future__ import annotations
@@ -15,13 +22,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import SourceError
-from ._common import Blocks, require, table_rows
+from ...errors import SourceError, SourceLimitError
+from ._common import DEFAULT_LIMITS, Blocks, LoadLimits, check_text, require, table_rows
 
 __all__ = ["SUFFIXES", "load"]
 
 SUFFIXES = (".docx",)
 
+_RATIO_EXEMPT = 1 << 20
+"""Members expanding to at most this many bytes are not held to ``zip_ratio``."""
 _HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 
 
@@ -51,12 +60,44 @@ def _rows(table: Any) -> list[list[str]]:
     return rows
 
 
-def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
+def _check_archive(path: Path, limits: LoadLimits) -> None:
+    """Refuse a .docx whose members would expand past the limits (read from its directory)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise SourceError(
+            f"{path}: not a readable .docx file ({type(exc).__name__}: {exc})"
+        ) from exc
+    total = 0
+    for info in members:
+        size = info.file_size
+        total += size
+        if size > limits.part_bytes:
+            raise SourceLimitError(
+                f"{path}: the part {info.filename!r} expands to {size:,} bytes, more than "
+                f"{limits.part_bytes:,} (LoadLimits.part_bytes)"
+            )
+        if size > _RATIO_EXEMPT and size > limits.zip_ratio * max(info.compress_size, 1):
+            raise SourceLimitError(
+                f"{path}: the part {info.filename!r} expands {size // max(info.compress_size, 1):,}"
+                f" times ({info.compress_size:,} to {size:,} bytes), more than "
+                f"{limits.zip_ratio:,} (LoadLimits.zip_ratio): a zip bomb?"
+            )
+    if total > 4 * limits.part_bytes:
+        raise SourceLimitError(
+            f"{path}: its parts expand to {total:,} bytes, more than {4 * limits.part_bytes:,} "
+            "(4 x LoadLimits.part_bytes)"
+        )
+
+
+def load(path: Path, doc_id: str, limits: LoadLimits = DEFAULT_LIMITS) -> Iterator[dict[str, Any]]:
     """Yield the file as one document (see the module notes)."""
     docx = require("docx", "docx", "reading Word (.docx) files")
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
+    _check_archive(path, limits)
     try:
         document = docx.Document(str(path))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
@@ -69,7 +110,9 @@ def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
         ) from exc
     blocks = Blocks()
     body = document.element.body
+    n_chars = 0
     for element in body.iterchildren():
+        before = len(blocks.parts)
         tag = element.tag.rsplit("}", 1)[-1]
         if tag == "p":
             paragraph = Paragraph(element, document)
@@ -86,10 +129,14 @@ def load(path: Path, doc_id: str) -> Iterator[dict[str, Any]]:
                 blocks.paragraph(text)
         elif tag == "tbl":
             blocks.rows(table_rows(_rows(Table(element, document))))
+        n_chars += sum(len(part) for part in blocks.parts[before:])
+        check_text(n_chars, limits, path)
+    text = blocks.text()
+    check_text(len(text), limits, path)
     props = document.core_properties
     doc: dict[str, Any] = {
         "id": doc_id,
-        "text": blocks.text(),
+        "text": text,
         "title": (props.title or "").strip() or path.stem,
         "source": str(path),
     }
