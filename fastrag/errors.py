@@ -21,6 +21,7 @@ cross into fastrag, with the original chained as ``__cause__``.
     │   └── NotFittedError                   VocabularyEmbedder used before fit()
     ├── StoreError                           reading or writing a knowledge base failed
     │   ├── StoreNotFoundError (FileNotFoundError)
+    │   │   └── SnapshotNotFoundError        no kept snapshot has the id or tag asked for
     │   ├── StoreCorruptedError              a file is truncated, corrupt or inconsistent
     │   └── StoreVersionError                written by an incompatible fastrag
     ├── SearchIndexError                     a search index (HNSW, BM25) failed
@@ -59,6 +60,7 @@ __all__ = [
     "RequestError",
     "RetryExhaustedError",
     "SearchIndexError",
+    "SnapshotNotFoundError",
     "SourceError",
     "StageTimeoutError",
     "StoreCorruptedError",
@@ -122,6 +124,10 @@ class StoreError(FastragError):
 
 class StoreNotFoundError(StoreError, FileNotFoundError):
     """The path holds no knowledge base."""
+
+
+class SnapshotNotFoundError(StoreNotFoundError):
+    """No kept snapshot of the knowledge base has the id or tag a call names."""
 
 
 class StoreCorruptedError(StoreError):

@@ -81,14 +81,16 @@ def header(corpus: Corpus, settings: Settings) -> dict[str, Any]:
 
 
 def save_corpus(
-    root: Path, corpus: Corpus, settings: Settings, *, keep: int | None, overwrite: bool
-) -> str:
+    root: Path, corpus: Corpus, settings: Settings, *, keep: int | None, overwrite: bool,
+    tag: str | None = None,
+) -> str:  # fmt: skip
     """Write ``corpus`` as a new snapshot of the knowledge base at ``root``; return its id."""
     extras = writers(corpus.keyword, corpus.documents, corpus.graph)
     extras.update(embedder_files(corpus.embedder))  # e.g. a static embedder's table
     return write_snapshot(
-        root, corpus.store, header(corpus, settings), keep=keep, overwrite=overwrite, extras=extras
-    )
+        root, corpus.store, header(corpus, settings), keep=keep, overwrite=overwrite,
+        extras=extras, tag=tag,
+    )  # fmt: skip
 
 
 def open_corpus(

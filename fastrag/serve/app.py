@@ -55,6 +55,7 @@ from ..errors import (
     FastragError,
     ModelError,
     RequestError,
+    SnapshotNotFoundError,
     StageTimeoutError,
 )
 from ..retrieve.options import MAX_HISTORY_TURNS
@@ -109,6 +110,8 @@ def classify(exc: BaseException) -> tuple[int, str, str, dict[str, str]]:
         return 504, "timeout", str(exc), {}
     if isinstance(exc, TimeoutError):
         return 504, "timeout", "the request took longer than the server's timeout", {}
+    if isinstance(exc, SnapshotNotFoundError):  # a request's "snapshot" names no kept one
+        return 404, "snapshot_not_found", str(exc), {}
     if isinstance(exc, ConfigError):  # the engine refused an option (a bad filter, ...)
         return 400, "invalid_request", str(exc), {}
     if isinstance(exc, FastragError):
@@ -413,7 +416,15 @@ def _retrieval_args(svc: Service, req: Any, caller: Caller) -> dict[str, Any]:
         "exact": req.exact,
         "rewrite": req.rewrite,
         "threads": svc.settings.threads,
+        **({"snapshot": req.snapshot} if req.snapshot is not None else {}),
     }
+
+
+async def _snapshot_of(svc: Service, kb: Any, snapshot: str | None, req: Any) -> str | None:
+    """The id of the snapshot a request reads: its ``"snapshot"`` resolved, or the served one."""
+    if req.snapshot is None:
+        return snapshot
+    return await svc.call(kb.snapshot_id, req.snapshot)  # type: ignore[no-any-return]
 
 
 @endpoint("retrieve")
@@ -422,6 +433,7 @@ async def retrieve(svc: Service, request: Request, caller: Caller) -> Response:
     k = check_k(req.k, svc.settings.max_k)
     served = svc.served(req.kb, caller)
     kb, snapshot = served.current
+    snapshot = await _snapshot_of(svc, kb, snapshot, req)
     hits = await svc.call(
         kb.retrieve, req.question, k, group_by=req.group_by, **_retrieval_args(svc, req, caller)
     )
@@ -464,6 +476,7 @@ async def retrieve_batch(svc: Service, request: Request, caller: Caller) -> Resp
     questions = check_batch(req.questions, svc.settings.max_batch)
     served = svc.served(req.kb, caller)
     kb, snapshot = served.current
+    snapshot = await _snapshot_of(svc, kb, snapshot, req)
     options = {"group_by": req.group_by, **_retrieval_args(svc, req, caller)}
     results = await svc.call(_batch_results, kb, questions, k, options)
     svc.retrieved(served.name, len(questions))
@@ -485,6 +498,8 @@ async def _answer_events(
 ) -> AsyncIterator[bytes]:
     """SSE events of one streamed answer: ``hits``, ``delta``..., ``answer``."""
     kb, snapshot = served.current
+    if args.get("snapshot") is not None:
+        snapshot = await svc.call(kb.snapshot_id, args["snapshot"])
     tag = {} if index is None else {"index": index}
     it = kb.answer_stream(question, k, **args)
     async for ev in svc.events(it, model_bound=svc.model_bound, deadline=deadline):
@@ -498,7 +513,7 @@ async def _answer_events(
         else:
             ans = ev.answer
             svc.answered(served.name, ans.found, bool(ans.citations))
-            yield sse("answer", {**tag, **_answer_json(served, snapshot, ans)})
+            yield sse("answer", {**tag, **_answer_json(served, ans.snapshot or snapshot, ans)})
 
 
 async def _guarded(svc: Service, name: str, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -526,7 +541,7 @@ async def answer(svc: Service, request: Request, caller: Caller) -> Response:
     kb, snapshot = served.current
     ans = await svc.call(kb.answer, req.question, k, model_bound=svc.model_bound, **args)
     svc.answered(served.name, ans.found, bool(ans.citations))
-    return json_response(_answer_json(served, snapshot, ans))
+    return json_response(_answer_json(served, ans.snapshot or snapshot, ans))
 
 
 @endpoint("answer_batch")
@@ -547,6 +562,7 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
 
         return _stream(_guarded(svc, "answer_batch", events()))
     kb, snapshot = served.current
+    snapshot = await _snapshot_of(svc, kb, snapshot, req)
     results = await svc.call(
         kb.answer_batch, questions, k, model_bound=svc.model_bound, output="results", **args
     )

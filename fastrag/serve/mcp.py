@@ -2,10 +2,12 @@
 
 Served through the official ``mcp`` SDK.
 
-- ``search(query, kb=None, k=5, mode=None)``: the retrieved chunks, each
-  with its citation marker, source, title, score and text;
-- ``answer(question, kb=None, k=5)``: the cited answer with its hits,
-  citations, confidence, faithfulness and warnings;
+- ``search(query, kb=None, k=5, mode=None, snapshot=None)``: the retrieved
+  chunks, each with its citation marker, source, title, score and text;
+- ``answer(question, kb=None, k=5, snapshot=None)``: the cited answer with
+  its hits, citations, confidence, faithfulness and warnings;
+- ``snapshot`` (an id or a tag) answers from that kept snapshot of the
+  knowledge base instead of the served one; the result names its id;
 - resources ``fastrag://kb/{name}``: name, sizes, snapshot and index of
   each knowledge base.
 
@@ -109,21 +111,27 @@ def build_mcp(
         "citation markers, sources, titles and scores.",
     )
     async def search(
-        query: str, ctx: Context, kb: str | None = None, k: int = 5, mode: str | None = None
-    ) -> dict[str, Any]:
+        query: str, ctx: Context, kb: str | None = None, k: int = 5, mode: str | None = None,
+        snapshot: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
+
+        def run() -> tuple[Any, str | None]:
+            sid = current.kb.snapshot_id(snapshot) if snapshot is not None else current.snapshot
+            found = current.kb.retrieve(
+                query, check(k), mode=mode, principal=caller.principal, threads=threads,
+                snapshot=snapshot,
+            )  # fmt: skip
+            return found, sid
+
         try:
-            hits = await anyio.to_thread.run_sync(
-                lambda: current.kb.retrieve(
-                    query, check(k), mode=mode, principal=caller.principal, threads=threads
-                )
-            )
+            hits, sid = await anyio.to_thread.run_sync(run)
         except FastragError as exc:
             raise ToolError(str(exc)) from None
         return {
             "kb": served.name,
-            "snapshot": current.snapshot,
+            "snapshot": sid,
             "hits": [
                 {
                     "marker": f"[{i}]",
@@ -144,8 +152,9 @@ def build_mcp(
         "says plainly when the knowledge base does not hold the answer.",
     )
     async def answer(
-        question: str, ctx: Context, kb: str | None = None, k: int = 5
-    ) -> dict[str, Any]:
+        question: str, ctx: Context, kb: str | None = None, k: int = 5,
+        snapshot: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
         try:
@@ -156,11 +165,13 @@ def build_mcp(
                     generator=generator,
                     principal=caller.principal,
                     threads=threads,
+                    snapshot=snapshot,
                 )
             )
         except FastragError as exc:
             raise ToolError(str(exc)) from None
-        return {"kb": served.name, "snapshot": current.snapshot, **ans.to_dict()}
+        sid = ans.snapshot if snapshot is not None else current.snapshot
+        return {"kb": served.name, "snapshot": sid, **ans.to_dict()}
 
     for served in registry:
         name = served.name

@@ -41,6 +41,8 @@ class _Retrieval(_Body):
     where: dict[str, Any] | None = None
     exact: bool = False
     rewrite: bool = True
+    snapshot: str | None = Field(default=None, min_length=1, max_length=128)
+    """A kept snapshot's id or tag to answer from (default: the served one)."""
 
 
 class RetrieveRequest(_Retrieval):
