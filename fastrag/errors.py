@@ -14,6 +14,7 @@ cross into fastrag, with the original chained as ``__cause__``.
     ├── DocumentError (ValueError)           a document is malformed
     │   ├── DuplicateDocumentError           an id seen twice, or already stored
     │   └── SourceError                      a file, page or database query cannot be read
+    │       └── SqlQueryError                a SqlTool query is refused or fails to run
     ├── DocumentNotFoundError (KeyError)     delete() of an id that is not stored
     ├── MissingDependencyError (ImportError) an optional extra is not installed
     ├── EmbedderError                        an embedder failed or gave bad vectors
@@ -62,6 +63,7 @@ __all__ = [
     "SearchIndexError",
     "SnapshotNotFoundError",
     "SourceError",
+    "SqlQueryError",
     "StageTimeoutError",
     "StoreCorruptedError",
     "StoreError",
@@ -93,6 +95,10 @@ class SourceError(DocumentError):
     The message names the source and the reason: an encrypted or corrupt
     PDF, a PDF without a text layer, a query that fails or lacks a column.
     """
+
+
+class SqlQueryError(SourceError):
+    """A :class:`~fastrag.SqlTool` query was refused (not one allowed SELECT) or failed to run."""
 
 
 class MissingDependencyError(FastragError, ImportError):

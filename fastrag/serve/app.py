@@ -56,6 +56,7 @@ from ..errors import (
     ModelError,
     RequestError,
     SnapshotNotFoundError,
+    SqlQueryError,
     StageTimeoutError,
 )
 from ..retrieve.options import MAX_HISTORY_TURNS
@@ -70,6 +71,7 @@ from .schemas import (
     EmbeddingsRequest,
     RetrieveBatchRequest,
     RetrieveRequest,
+    SqlRequest,
     check_batch,
     check_k,
     parse,
@@ -112,6 +114,8 @@ def classify(exc: BaseException) -> tuple[int, str, str, dict[str, str]]:
         return 504, "timeout", "the request took longer than the server's timeout", {}
     if isinstance(exc, SnapshotNotFoundError):  # a request's "snapshot" names no kept one
         return 404, "snapshot_not_found", str(exc), {}
+    if isinstance(exc, SqlQueryError):  # refused by the SQL tool, or the database said no
+        return 400, "sql_refused", str(exc), {}
     if isinstance(exc, ConfigError):  # the engine refused an option (a bad filter, ...)
         return 400, "invalid_request", str(exc), {}
     if isinstance(exc, FastragError):
@@ -186,6 +190,9 @@ class Service:
         self.inline = settings.engine_threads == 0
         self.engine_limiter = anyio.CapacityLimiter(max(1, settings.engine_threads))
         self.model_limiter = anyio.CapacityLimiter(settings.model_threads)
+        from .mcp import sql_tool_of
+
+        self.sql_tool = sql_tool_of(settings)
         self.held = 0
         self.warming = False  # set while the app warms itself up, before it serves anyone
 
@@ -195,6 +202,8 @@ class Service:
             self.generator.close()
         for served in self.registry:
             served.current.kb.close()
+        if self.sql_tool is not None:
+            self.sql_tool.close()
 
     # -- callers and admission ---------------------------------------------------
     def authenticate(self, request: Request) -> Caller:
@@ -578,6 +587,20 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
     return json_response({"kb": served.name, "snapshot": snapshot, "results": rows})
 
 
+@endpoint("sql")
+async def sql_query(svc: Service, request: Request, caller: Caller) -> Response:
+    tool = svc.sql_tool
+    if tool is None:
+        raise RequestError(
+            "this server has no SQL source (start it with --sql URL --sql-tables ...)",
+            status=404,
+            type="not_found",
+        )
+    req = parse(SqlRequest, await svc.body(request))
+    result = await svc.call(tool.query, req.sql, req.params, limit=req.limit)
+    return json_response(result.to_dict())
+
+
 @endpoint("kbs")
 async def list_kbs(svc: Service, request: Request, caller: Caller) -> Response:
     kbs = [svc.registry.get(n, caller).describe() for n in svc.registry.names(caller)]
@@ -888,8 +911,9 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
     from .mcp import build_mcp
 
     mcp_server = build_mcp(
-        svc.registry, generator=svc.generator, max_k=settings.max_k, threads=settings.threads
-    )
+        svc.registry, generator=svc.generator, max_k=settings.max_k, threads=settings.threads,
+        sql_tool=svc.sql_tool,
+    )  # fmt: skip
     mcp_app = mcp_server.streamable_http_app(
         stateless_http=True, json_response=True, host=settings.host,
         max_request_body_size=settings.max_body,
@@ -923,6 +947,7 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/sql", sql_query, methods=["POST"]),
         Route("/mcp", mcp_route, methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(

@@ -8,6 +8,10 @@ Served through the official ``mcp`` SDK.
   its hits, citations, confidence, faithfulness and warnings;
 - ``snapshot`` (an id or a tag) answers from that kept snapshot of the
   knowledge base instead of the served one; the result names its id;
+- ``sql_query(sql, params=None, limit=None)`` (when the server has a SQL
+  source, ``--sql``): one read-only SELECT over the allow-listed tables,
+  parameters bound; rows, columns and a citation per row (see
+  :class:`~fastrag.SqlTool`);
 - resources ``fastrag://kb/{name}``: name, sizes, snapshot and index of
   each knowledge base.
 
@@ -35,7 +39,7 @@ from ..errors import FastragError
 from .keys import TRUSTED, Caller
 from .registry import Registry
 
-__all__ = ["build_mcp", "caller_of"]
+__all__ = ["build_mcp", "caller_of", "sql_tool_of"]
 
 _URI = "fastrag://kb/"
 
@@ -78,9 +82,19 @@ class _ResourceFilter:
         return result
 
 
+def sql_tool_of(settings: Any) -> Any:
+    """The :class:`~fastrag.SqlTool` a server's settings configure, or None."""
+    if getattr(settings, "sql", None) is None:
+        return None
+    from ..store.sql_tool import SqlTool
+
+    return SqlTool(settings.sql, settings.sql_tables)
+
+
 def build_mcp(
-    registry: Registry, *, generator: Any = None, max_k: int = 100, threads: int | None = None
-) -> MCPServer:
+    registry: Registry, *, generator: Any = None, max_k: int = 100, threads: int | None = None,
+    sql_tool: Any = None,
+) -> MCPServer:  # fmt: skip
     """An MCP server over ``registry`` (see the module docstring)."""
     server = MCPServer(
         name="fastrag",
@@ -173,6 +187,26 @@ def build_mcp(
         sid = ans.snapshot if snapshot is not None else current.snapshot
         return {"kb": served.name, "snapshot": sid, **ans.to_dict()}
 
+    if sql_tool is not None:
+        tables = "; ".join(f"{t}({', '.join(c)})" for t, c in sql_tool.tables.items())
+
+        @server.tool(
+            name="sql_query",
+            description="Run one read-only SQL SELECT over the database's allowed tables and "
+            f"columns: {tables}. Pass values as named parameters (:name) in `params`, never in "
+            "the text. Returns columns, rows and a citation (source, table, primary key) per row.",
+        )
+        async def sql_query(
+            sql: str, ctx: Context, params: dict[str, Any] | None = None, limit: int | None = None
+        ) -> dict[str, Any]:
+            try:
+                result = await anyio.to_thread.run_sync(
+                    lambda: sql_tool.query(sql, params, limit=limit)
+                )
+            except FastragError as exc:
+                raise ToolError(str(exc)) from None
+            return result.to_dict()  # type: ignore[no-any-return]
+
     for served in registry:
         name = served.name
 
@@ -191,6 +225,6 @@ def build_mcp(
     return server
 
 
-def run_stdio(registry: Registry, *, generator: Any = None) -> None:
+def run_stdio(registry: Registry, *, generator: Any = None, sql_tool: Any = None) -> None:
     """Serve the MCP tools over stdin/stdout until the client closes them."""
-    build_mcp(registry, generator=generator).run("stdio")
+    build_mcp(registry, generator=generator, sql_tool=sql_tool).run("stdio")

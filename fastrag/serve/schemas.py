@@ -23,6 +23,7 @@ __all__ = [
     "EmbeddingsRequest",
     "RetrieveBatchRequest",
     "RetrieveRequest",
+    "SqlRequest",
     "parse",
 ]
 
@@ -88,6 +89,14 @@ class AnswerBatchRequest(_Answering):
     """``POST /v1/answer/batch``."""
 
     questions: list[str]
+
+
+class SqlRequest(_Body):
+    """``POST /v1/sql``: one read-only SELECT, named parameters (:class:`~fastrag.SqlTool`)."""
+
+    sql: str = Field(min_length=1)
+    params: dict[str, str | int | float | bool | None] | None = None
+    limit: int | None = Field(default=None, ge=1)
 
 
 class ChatMessage(BaseModel):
