@@ -238,6 +238,8 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
         )
     if args.index in ("exact", "hnsw") and args.index != stats["index"]:
         kb.set_index(args.index, threads=args.threads)
+    if getattr(args, "ontology", None) is not None:
+        kb.set_ontology(args.ontology)  # replaced without a rebuild
     sources = list(
         resolve_sources(args.paths, query=args.query, since=args.since, on_error=failures)
     )
@@ -291,6 +293,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         index=args.index or "exact",
         threads=args.threads,
         progress=_build_progress(sys.stderr),
+        ontology=getattr(args, "ontology", None),
     )
     sid = kb.save(args.kb, overwrite=args.overwrite)
     _close_clients(embedder)
@@ -638,6 +641,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="files or folders (recursive), or a database URL (sqlite:///repairs.db) with --query",
     )
     p.add_argument("--kb", required=True, help="knowledge-base folder to write or sync")
+    p.add_argument(
+        "--ontology", default=None, metavar="FILE",
+        help="an ontology (YAML: entities, aliases, relations) expanding keyword queries; "
+        "saved with the snapshot, replaced on a sync",
+    )  # fmt: skip
     p.add_argument("--window", type=int, default=None, help="chunk size in characters (200)")
     p.add_argument("--overlap", type=int, default=None, help="chunk overlap in characters (40)")
     p.add_argument(

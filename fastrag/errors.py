@@ -11,6 +11,9 @@ cross into fastrag, with the original chained as ``__cause__``.
 
     FastragError
     ├── ConfigError (ValueError)             bad parameter: window, k, threads, ...
+    │   └── OntologyError                    an ontology is malformed
+    │       ├── DuplicateAliasError          one alias (or name) for two entities
+    │       └── UnknownRelationTargetError   a relation to an entity not defined
     ├── DocumentError (ValueError)           a document is malformed
     │   ├── DuplicateDocumentError           an id seen twice, or already stored
     │   └── SourceError                      a file, page or database query cannot be read
@@ -46,6 +49,7 @@ __all__ = [
     "ConfigError",
     "DocumentError",
     "DocumentNotFoundError",
+    "DuplicateAliasError",
     "DuplicateDocumentError",
     "EmbedderError",
     "EmbedderMismatchError",
@@ -57,6 +61,7 @@ __all__ = [
     "ModelResponseError",
     "ModelTimeoutError",
     "NotFittedError",
+    "OntologyError",
     "RateLimitError",
     "RequestError",
     "RetryExhaustedError",
@@ -70,6 +75,7 @@ __all__ = [
     "StoreNotFoundError",
     "StoreVersionError",
     "StructuredOutputError",
+    "UnknownRelationTargetError",
 ]
 
 
@@ -79,6 +85,18 @@ class FastragError(Exception):
 
 class ConfigError(FastragError, ValueError):
     """A parameter is out of range or of the wrong type."""
+
+
+class OntologyError(ConfigError):
+    """An ontology (entities, aliases, relations) is malformed."""
+
+
+class DuplicateAliasError(OntologyError):
+    """One alias or name stands for two entities, or an entity is defined twice."""
+
+
+class UnknownRelationTargetError(OntologyError):
+    """A relation points at an entity the ontology does not define."""
 
 
 class DocumentError(FastragError, ValueError):

@@ -16,6 +16,7 @@ half-written state.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -44,6 +45,7 @@ from .index.hnsw import HnswConfig
 from .retrieve import corpus as corpora
 from .retrieve.corpus import Corpus
 from .retrieve.masks import eligible_rows
+from .retrieve.ontology import Ontology, as_ontology
 from .retrieve.options import RetrievalConfig, RetrievalOptions, check_k, check_question
 from .retrieve.persist import Settings, describe, open_corpus, save_corpus
 from .retrieve.quality import verify_index
@@ -127,6 +129,7 @@ class KnowledgeBase:
         tokenizer: Tokenizer | None = None, retrieval: RetrievalConfig | None = None,
         rewriter: Any = None, threads: int | None = None,
         progress: Callable[[BuildProgress], None] | None = None,
+        ontology: Ontology | Mapping[str, Any] | str | Path | None = None,
     ) -> KnowledgeBase:  # fmt: skip
         """Chunk, embed and index documents (see README, "Library quick start").
 
@@ -140,8 +143,12 @@ class KnowledgeBase:
         ``"auto"`` (exact below 5,000 chunks or when HNSW recall@10 is under
         0.95); ``keyword`` builds the BM25 indexes (``tokenizer`` default
         ``Tokenizer(stem="porter")``); ``retrieval`` sets the default mode,
-        fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch.
+        fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch;
+        ``ontology`` (a YAML or JSON path, a dict or an
+        :class:`~fastrag.retrieve.ontology.Ontology`) expands the keyword
+        legs' queries (see :meth:`set_ontology`).
         """
+        onto = as_ontology(ontology)  # a bad ontology fails before any work
         chunker = Chunker(window=window, overlap=overlap, mode=chunking)
         index = _check_index(index, allow_auto=True)
         config = _hnsw_config(hnsw)
@@ -156,7 +163,29 @@ class KnowledgeBase:
             keyword=keyword, threads=threads, progress=progress,
         )  # fmt: skip
         settings = Settings(chunker, kind, config, auto, retrieval or RetrievalConfig())
+        if onto is not None:
+            corpus = dataclasses.replace(corpus, ontology=onto)
         return cls(corpus, settings, rewriter=rewriter)
+
+    @property
+    def ontology(self) -> Ontology | None:
+        """The ontology expanding the keyword legs' queries (None: none)."""
+        return self._corpus.ontology
+
+    def set_ontology(self, ontology: Ontology | Mapping[str, Any] | str | Path | None) -> None:
+        """Replace the ontology (no rebuild; ``None`` removes it); the next :meth:`save` keeps it.
+
+        A question naming an entity (name or alias) gains its canonical name
+        on the keyword legs, and a relation-aware one the related entities'
+        terms (:mod:`fastrag.retrieve.ontology`); the vector leg embeds the
+        question as asked. Raises :class:`~fastrag.errors.OntologyError`
+        (:class:`~fastrag.errors.DuplicateAliasError`,
+        :class:`~fastrag.errors.UnknownRelationTargetError`) and changes
+        nothing when ``ontology`` is malformed.
+        """
+        onto = as_ontology(ontology)
+        with self._lock:
+            self._publish(dataclasses.replace(self._corpus, ontology=onto))
 
     def _publish(self, corpus: Corpus) -> None:
         """Make ``corpus`` current (the caller holds the writer lock)."""
@@ -538,7 +567,8 @@ class KnowledgeBase:
             return HIT_TABLE.empty_table()
         self._count(retrievals=len(questions))
         if opts.reranker is None:
-            ranked = self._retriever.rank(corpus, self._retriever.rewrite(questions, opts), k, opts)
+            queries = self._retriever.rewrite(questions, opts, ontology=corpus.ontology)
+            ranked = self._retriever.rank(corpus, queries, k, opts)
             return corpus.store.hit_table(ranked.rows, ranked.scores)
         return hits_table(self._retriever.retrieve(corpus, questions, k, opts)[0])
 

@@ -73,6 +73,9 @@ class RewrittenQuery:
         ``rules`` or ``llm``.
     fallback : str or None
         Why a model rewriter fell back to the rules (``None`` when it did not).
+    ontology : tuple of str
+        Terms the knowledge base's ontology added to the keywords (canonical
+        names, related entities' terms; also in ``expansions``).
     """
 
     original: str
@@ -82,6 +85,18 @@ class RewrittenQuery:
     intent: str = "factual"
     source: str = "rules"
     fallback: str | None = None
+    ontology: tuple[str, ...] = ()
+
+    def with_ontology(self, terms: tuple[str, ...]) -> RewrittenQuery:
+        """The query with ``terms`` added to the keyword legs' query (the vector text kept)."""
+        if not terms:
+            return self
+        return RewrittenQuery(
+            original=self.original, text=self.text,
+            keywords=" ".join([self.keywords, *terms]).strip(),
+            expansions=self.expansions + tuple(t for t in terms if t not in self.expansions),
+            intent=self.intent, source=self.source, fallback=self.fallback, ontology=terms,
+        )  # fmt: skip
 
 
 def _normalise(text: str) -> str:
