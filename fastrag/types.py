@@ -213,6 +213,11 @@ class Answer:
     level: str | None = None
 
     @property
+    def route(self) -> str | None:
+        """The question's routing class (``RetrievalOptions(route=...)``; None when off)."""
+        return getattr(self.query, "route", None)
+
+    @property
     def rewrites(self) -> dict[str, Any]:
         """How retrieval rewrote the question: keywords, synonym and ontology expansions.
 
@@ -239,6 +244,7 @@ class Answer:
             "hits": [{"marker": i, **h.to_dict()} for i, h in enumerate(self.hits, 1)],
             "intent": None if self.query is None else self.query.intent,
             "rewrites": self.rewrites,
+            "route": self.route,
             "confidence": self.confidence,
             "faithfulness": self.faithfulness,
             "unsupported": list(self.unsupported),

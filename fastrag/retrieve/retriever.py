@@ -46,6 +46,7 @@ from ..embed.base import query_vectors
 from ..errors import ConfigError
 from ..index.masked_bm25 import search_masked
 from ..text.pii import Redactor
+from ..text.route import classify_question
 from ..types import Hit
 from .corpus import Corpus
 from .fusion import fusion_plan
@@ -198,6 +199,23 @@ class Retriever:
         canonical and related terms of the entities a question names to its
         keyword query (never to the text the vector leg embeds).
         """
+        out = self._rewrite(questions, options, redact=redact, keep_intent=keep_intent,
+                            ontology=ontology)  # fmt: skip
+        if options.route == "off":
+            return out
+        return [
+            dataclasses.replace(
+                r, route=classify_question(q) if options.route == "auto" else options.route
+            )
+            if isinstance(r, RewrittenQuery)
+            else r
+            for q, r in zip(questions, out, strict=True)
+        ]
+
+    def _rewrite(
+        self, questions: Sequence[str], options: RetrievalOptions, *, redact: bool,
+        keep_intent: bool, ontology: Any,
+    ) -> list[RewrittenQuery]:  # fmt: skip
         rewriter = self.rewriter
         if not options.rewrite or rewriter is None:
             return [RewrittenQuery(original=q, text=q, keywords=q) for q in questions]
