@@ -43,6 +43,7 @@ from .retrieve.options import RetrievalConfig, RetrievalOptions
 from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .store.loaders import load_documents
+from .store.sql_tool import SqlResult, SqlTool
 from .text.pii import Redactor
 from .types import Answer, Document, Generation, Hit
 from .warmup import warmup
@@ -73,6 +74,8 @@ __all__ = [
     "RetrievalConfig",
     "RetrievalOptions",
     "RewrittenQuery",
+    "SqlResult",
+    "SqlTool",
     "StaticEmbedder",
     "VocabularyEmbedder",
     "__version__",

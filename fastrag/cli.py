@@ -238,6 +238,8 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
         )
     if args.index in ("exact", "hnsw") and args.index != stats["index"]:
         kb.set_index(args.index, threads=args.threads)
+    if getattr(args, "ontology", None) is not None:
+        kb.set_ontology(args.ontology)  # replaced without a rebuild
     sources = list(
         resolve_sources(
             args.paths,
@@ -300,6 +302,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         index=args.index or "exact",
         threads=args.threads,
         progress=_build_progress(sys.stderr),
+        ontology=getattr(args, "ontology", None),
     )
     sid = kb.save(args.kb, overwrite=args.overwrite)
     _close_clients(embedder)
@@ -530,10 +533,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_sql(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sql", default=None, metavar="URL",
+        help="a database served as the read-only SQL tool (POST /v1/sql, MCP sql_query)",
+    )  # fmt: skip
+    p.add_argument(
+        "--sql-tables", action="append", default=None, metavar="TABLE=COL,COL",
+        help="a table and the columns the SQL tool may read (repeat for more; needed with --sql)",
+    )  # fmt: skip
+
+
 def _serve_settings(args: argparse.Namespace) -> Any:
-    from .serve.settings import ServeSettings, parse_kb_args
+    from .serve.settings import ServeSettings, parse_kb_args, parse_sql_tables
 
     return ServeSettings(
+        sql=getattr(args, "sql", None),
+        sql_tables=parse_sql_tables(getattr(args, "sql_tables", None) or []),
         kbs=parse_kb_args(args.kb),
         keys=getattr(args, "keys", None),
         host=getattr(args, "host", "127.0.0.1"),
@@ -579,7 +595,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     """``fastrag mcp``: serve the MCP tools and knowledge-base resources over stdio."""
     try:
-        from .serve.mcp import run_stdio
+        from .serve.mcp import run_stdio, sql_tool_of
         from .serve.registry import Registry
     except ModuleNotFoundError as exc:
         print(f"fastrag: error: {exc.name} is missing: pip install \"fastrag-engine[serve]\"",
@@ -592,7 +608,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from .answer.chat import OpenAIChatGenerator
 
         generator = OpenAIChatGenerator()
-    run_stdio(Registry(settings.kbs), generator=generator)
+    run_stdio(Registry(settings.kbs), generator=generator, sql_tool=sql_tool_of(settings))
     return 0
 
 
@@ -649,6 +665,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="files or folders (recursive), or a database URL (sqlite:///repairs.db) with --query",
     )
     p.add_argument("--kb", required=True, help="knowledge-base folder to write or sync")
+    p.add_argument(
+        "--ontology", default=None, metavar="FILE",
+        help="an ontology (YAML: entities, aliases, relations) expanding keyword queries; "
+        "saved with the snapshot, replaced on a sync",
+    )  # fmt: skip
     p.add_argument("--window", type=int, default=None, help="chunk size in characters (200)")
     p.add_argument("--overlap", type=int, default=None, help="chunk overlap in characters (40)")
     p.add_argument(
@@ -848,6 +869,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the event loop (1)",
     )
     p.add_argument("--access-log", action="store_true", help="log every request (never keys)")
+    _add_sql(p)
     p.set_defaults(func=cmd_serve)
 
     p = add("mcp", "serve the MCP tools (search, answer) and knowledge-base resources over stdio")
@@ -859,6 +881,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a knowledge base to serve (repeat for more)",
     )
     _add_llm(p)
+    _add_sql(p)
     p.set_defaults(func=cmd_mcp)
 
     p = add("upgrade", "rewrite a knowledge base saved by an older fastrag in the current formats")

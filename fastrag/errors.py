@@ -11,12 +11,16 @@ cross into fastrag, with the original chained as ``__cause__``.
 
     FastragError
     ├── ConfigError (ValueError)             bad parameter: window, k, threads, ...
+    │   └── OntologyError                    an ontology is malformed
+    │       ├── DuplicateAliasError          one alias (or name) for two entities
+    │       └── UnknownRelationTargetError   a relation to an entity not defined
     ├── DocumentError (ValueError)           a document is malformed
     │   ├── DuplicateDocumentError           an id seen twice, or already stored
     │   └── SourceError                      a file, page or database query cannot be read
     │       ├── SourceLimitError             ... it is over a cap (size, ratio, text, pages, time)
-    │       └── SourceRefusedError           ... reading it is not allowed (a private address,
-    │                                            a symlink out of the folder, a database write)
+    │       ├── SourceRefusedError           ... reading it is not allowed (a private address,
+    │       │                                    a symlink out of the folder, a database write)
+    │       └── SqlQueryError                a SqlTool query is refused or fails to run
     ├── DocumentNotFoundError (KeyError)     delete() of an id that is not stored
     ├── MissingDependencyError (ImportError) an optional extra is not installed
     ├── EmbedderError                        an embedder failed or gave bad vectors
@@ -24,6 +28,7 @@ cross into fastrag, with the original chained as ``__cause__``.
     │   └── NotFittedError                   VocabularyEmbedder used before fit()
     ├── StoreError                           reading or writing a knowledge base failed
     │   ├── StoreNotFoundError (FileNotFoundError)
+    │   │   └── SnapshotNotFoundError        no kept snapshot has the id or tag asked for
     │   ├── StoreCorruptedError              a file is truncated, corrupt or inconsistent
     │   └── StoreVersionError                written by an incompatible fastrag
     ├── SearchIndexError                     a search index (HNSW, BM25) failed
@@ -47,6 +52,7 @@ __all__ = [
     "ConfigError",
     "DocumentError",
     "DocumentNotFoundError",
+    "DuplicateAliasError",
     "DuplicateDocumentError",
     "EmbedderError",
     "EmbedderMismatchError",
@@ -58,19 +64,23 @@ __all__ = [
     "ModelResponseError",
     "ModelTimeoutError",
     "NotFittedError",
+    "OntologyError",
     "RateLimitError",
     "RequestError",
     "RetryExhaustedError",
     "SearchIndexError",
+    "SnapshotNotFoundError",
     "SourceError",
     "SourceLimitError",
     "SourceRefusedError",
+    "SqlQueryError",
     "StageTimeoutError",
     "StoreCorruptedError",
     "StoreError",
     "StoreNotFoundError",
     "StoreVersionError",
     "StructuredOutputError",
+    "UnknownRelationTargetError",
 ]
 
 
@@ -80,6 +90,18 @@ class FastragError(Exception):
 
 class ConfigError(FastragError, ValueError):
     """A parameter is out of range or of the wrong type."""
+
+
+class OntologyError(ConfigError):
+    """An ontology (entities, aliases, relations) is malformed."""
+
+
+class DuplicateAliasError(OntologyError):
+    """One alias or name stands for two entities, or an entity is defined twice."""
+
+
+class UnknownRelationTargetError(OntologyError):
+    """A relation points at an entity the ontology does not define."""
 
 
 class DocumentError(FastragError, ValueError):
@@ -117,6 +139,10 @@ class SourceRefusedError(SourceError):
     """
 
 
+class SqlQueryError(SourceError):
+    """A :class:`~fastrag.SqlTool` query was refused (not one allowed SELECT) or failed to run."""
+
+
 class MissingDependencyError(FastragError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
@@ -146,6 +172,10 @@ class StoreError(FastragError):
 
 class StoreNotFoundError(StoreError, FileNotFoundError):
     """The path holds no knowledge base."""
+
+
+class SnapshotNotFoundError(StoreNotFoundError):
+    """No kept snapshot of the knowledge base has the id or tag a call names."""
 
 
 class StoreCorruptedError(StoreError):

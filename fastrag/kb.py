@@ -16,7 +16,10 @@ half-written state.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -31,18 +34,33 @@ from .answer.stages import StageTimer
 from .answer.table import answers_table
 from .embed.base import Embedder, check_embedder, query_vectors
 from .embed.vocabulary import VocabularyEmbedder
-from .errors import ConfigError, DocumentError, SearchIndexError, StoreCorruptedError
+from .errors import (
+    ConfigError,
+    DocumentError,
+    SearchIndexError,
+    SnapshotNotFoundError,
+    StoreCorruptedError,
+)
 from .index.hnsw import HnswConfig
 from .retrieve import corpus as corpora
 from .retrieve.corpus import Corpus
 from .retrieve.masks import eligible_rows
+from .retrieve.ontology import Ontology, as_ontology
 from .retrieve.options import RetrievalConfig, RetrievalOptions, check_k, check_question
 from .retrieve.persist import Settings, describe, open_corpus, save_corpus
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, hits_table
 from .store.ingest import BuildProgress
-from .store.snapshots import SnapshotInfo, hold_snapshot, list_snapshots, prune_snapshots
+from .store.snapshots import (
+    MANIFEST,
+    SnapshotInfo,
+    check_tag,
+    hold_snapshot,
+    list_snapshots,
+    prune_snapshots,
+    read_manifest,
+)
 from .store.sync import SyncPlan, plan_sync, stored_documents
 from .text.chunking import Chunker
 from .text.pii import Redactor
@@ -52,6 +70,9 @@ from .types import Answer, Hit
 __all__ = ["BuildProgress", "KnowledgeBase"]
 
 INDEX_KINDS = ("exact", "hnsw")
+SNAPSHOT_CACHE = 4
+"""Kept snapshots a loaded knowledge base holds open for ``snapshot=`` calls (least recently
+used first out)."""
 AnyGenerator = Generator | Callable[..., Any] | None
 
 
@@ -92,6 +113,12 @@ class KnowledgeBase:
         self._pipeline = AnswerPipeline(self._retriever.redactor)
         self._metrics_lock = threading.Lock()
         self._metrics = {"retrievals": 0, "answers": 0, "answers_citing": 0}
+        # Kept snapshots opened for ``snapshot=`` calls: id -> corpus (LRU), and the
+        # ids of the names asked for, valid while the manifest file is unchanged.
+        self._views_lock = threading.RLock()
+        self._views: OrderedDict[str, Corpus] = OrderedDict()
+        self._names: dict[str, str] = {}
+        self._names_stamp: tuple[int, int, int] | None = None
 
     # -- construction and updates ----------------------------------------------
     @classmethod
@@ -102,6 +129,7 @@ class KnowledgeBase:
         tokenizer: Tokenizer | None = None, retrieval: RetrievalConfig | None = None,
         rewriter: Any = None, threads: int | None = None,
         progress: Callable[[BuildProgress], None] | None = None,
+        ontology: Ontology | Mapping[str, Any] | str | Path | None = None,
     ) -> KnowledgeBase:  # fmt: skip
         """Chunk, embed and index documents (see README, "Library quick start").
 
@@ -115,8 +143,12 @@ class KnowledgeBase:
         ``"auto"`` (exact below 5,000 chunks or when HNSW recall@10 is under
         0.95); ``keyword`` builds the BM25 indexes (``tokenizer`` default
         ``Tokenizer(stem="porter")``); ``retrieval`` sets the default mode,
-        fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch.
+        fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch;
+        ``ontology`` (a YAML or JSON path, a dict or an
+        :class:`~fastrag.retrieve.ontology.Ontology`) expands the keyword
+        legs' queries (see :meth:`set_ontology`).
         """
+        onto = as_ontology(ontology)  # a bad ontology fails before any work
         chunker = Chunker(window=window, overlap=overlap, mode=chunking)
         index = _check_index(index, allow_auto=True)
         config = _hnsw_config(hnsw)
@@ -131,7 +163,29 @@ class KnowledgeBase:
             keyword=keyword, threads=threads, progress=progress,
         )  # fmt: skip
         settings = Settings(chunker, kind, config, auto, retrieval or RetrievalConfig())
+        if onto is not None:
+            corpus = dataclasses.replace(corpus, ontology=onto)
         return cls(corpus, settings, rewriter=rewriter)
+
+    @property
+    def ontology(self) -> Ontology | None:
+        """The ontology expanding the keyword legs' queries (None: none)."""
+        return self._corpus.ontology
+
+    def set_ontology(self, ontology: Ontology | Mapping[str, Any] | str | Path | None) -> None:
+        """Replace the ontology (no rebuild; ``None`` removes it); the next :meth:`save` keeps it.
+
+        A question naming an entity (name or alias) gains its canonical name
+        on the keyword legs, and a relation-aware one the related entities'
+        terms (:mod:`fastrag.retrieve.ontology`); the vector leg embeds the
+        question as asked. Raises :class:`~fastrag.errors.OntologyError`
+        (:class:`~fastrag.errors.DuplicateAliasError`,
+        :class:`~fastrag.errors.UnknownRelationTargetError`) and changes
+        nothing when ``ontology`` is malformed.
+        """
+        onto = as_ontology(ontology)
+        with self._lock:
+            self._publish(dataclasses.replace(self._corpus, ontology=onto))
 
     def _publish(self, corpus: Corpus) -> None:
         """Make ``corpus`` current (the caller holds the writer lock)."""
@@ -225,7 +279,7 @@ class KnowledgeBase:
     # -- persistence -----------------------------------------------------------
     def save(
         self, path: str | Path, *, keep: int | None = 2, overwrite: bool = False,
-        compact_share: float = 0.2,
+        compact_share: float = 0.2, tag: str | None = None,
     ) -> str:  # fmt: skip
         """Write the knowledge base to ``path`` as a new snapshot; return its id.
 
@@ -233,12 +287,19 @@ class KnowledgeBase:
         intact. ``keep`` snapshots are kept (``None``: all); ``overwrite``
         replaces a knowledge base of another embedder or dimension; the save
         compacts first when ``compact_share`` of the chunks are deleted.
+        ``tag`` names the new snapshot (``"fanuc-0imd-v3.2"``: a letter,
+        then letters, digits, ``.``, ``_``, ``-``), unique among the kept
+        snapshots; calls then ask for it with ``snapshot="fanuc-0imd-v3.2"``.
+        A tagged save always writes a snapshot, even without changes.
         """
         _positive("keep", keep)
+        if tag is not None:
+            check_tag(tag)
         root = Path(path)
         with self._lock:
             if (
-                not self._dirty
+                tag is None
+                and not self._dirty
                 and self._path is not None
                 and root.resolve() == self._path.resolve()
             ):
@@ -246,7 +307,9 @@ class KnowledgeBase:
             store = self._corpus.store
             if store.n_rows and store.n_dead >= compact_share * store.n_rows:
                 self.compact()
-            sid = save_corpus(root, self._corpus, self._settings, keep=keep, overwrite=overwrite)
+            sid = save_corpus(
+                root, self._corpus, self._settings, keep=keep, overwrite=overwrite, tag=tag
+            )
             self._path, self._snapshot, self._dirty = root, sid, False
             return sid
 
@@ -314,6 +377,75 @@ class KnowledgeBase:
     def snapshots(self) -> list[SnapshotInfo]:
         """The saved snapshots at this knowledge base's path, oldest first."""
         return [] if self._path is None else list_snapshots(self._path)
+
+    def _resolve(self, name: object) -> str:
+        """The id of the kept snapshot ``name`` (an id or a tag) names."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"snapshot must be a snapshot id or tag, got {name!r}")
+        if self._path is None:
+            raise SnapshotNotFoundError(
+                f"no snapshot {name[:80]!r}: this knowledge base was never saved or loaded"
+            )
+        try:
+            st = os.stat(self._path / MANIFEST)
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        with self._views_lock:
+            if stamp is not None and stamp == self._names_stamp and name in self._names:
+                return self._names[name]
+        sid = read_manifest(self._path).snapshot(name).id
+        with self._views_lock:
+            if stamp != self._names_stamp:
+                self._names, self._names_stamp = {}, stamp
+            self._names[name] = sid  # only listed ids and tags: bounded by the manifest
+        return sid
+
+    def _open_view(self, sid: str) -> Corpus:
+        """Open kept snapshot ``sid`` memory-mapped (held against pruning while it opens)."""
+        assert self._path is not None
+        with hold_snapshot(self._path, sid) as held:
+            current = self._corpus.embedder
+            same = dict(held.manifest.embedder) == current.config()
+            corpus, _, _ = open_corpus(held, embedder=current if same else None)
+            if corpus.graph is not None:  # map the whole graph while its files are held
+                corpus.graph.wait_ready()
+        return corpus
+
+    def snapshot_id(self, snapshot: str | None = None) -> str | None:
+        """The id of the snapshot a call with ``snapshot=`` reads (None: the loaded one's id).
+
+        Raises
+        ------
+        SnapshotNotFoundError
+            No kept snapshot has that id or tag.
+        """
+        return self._snapshot if snapshot is None else self._resolve(snapshot)
+
+    def _at(self, snapshot: str | None) -> tuple[Corpus, str | None]:
+        """The corpus and snapshot id a call reads: the loaded one, or a kept snapshot.
+
+        Raises
+        ------
+        SnapshotNotFoundError
+            No kept snapshot has that id or tag (or the knowledge base was never saved).
+        """
+        if snapshot is None:
+            return self._corpus, self._snapshot
+        sid = self._resolve(snapshot)
+        corpus = self._corpus
+        if sid == self._snapshot and not self._dirty:
+            return corpus, sid
+        with self._views_lock:
+            view = self._views.get(sid)
+            if view is None:
+                view = self._open_view(sid)
+                self._views[sid] = view
+                while len(self._views) > SNAPSHOT_CACHE:
+                    self._views.popitem(last=False)
+            else:
+                self._views.move_to_end(sid)
+            return view, sid
 
     def prune(self, keep: int = 1) -> list[str]:
         """Remove all but the ``keep`` newest snapshots (never the current one)."""
@@ -396,6 +528,7 @@ class KnowledgeBase:
         k: int = 5,
         *,
         options: RetrievalOptions | None = None,
+        snapshot: str | None = None,
         **shorthand: Any,
     ) -> list[Hit]:
         """The ``k`` chunks that best match ``question``, best first.
@@ -403,31 +536,39 @@ class KnowledgeBase:
         Options are a :class:`~fastrag.RetrievalOptions` or its fields as
         keywords: ``mode``, ``where``, ``principal``, ``exact``, ``rewrite``,
         ``reranker``, ``group_by``, ``threads``, ``acl_statistics``.
+        ``snapshot`` (an id or a tag, see :meth:`snapshots`) searches that
+        kept snapshot instead of the loaded state: opened memory-mapped on
+        first use, then kept open (the :data:`SNAPSHOT_CACHE` most recently
+        used); an unknown one raises
+        :class:`~fastrag.errors.SnapshotNotFoundError`.
         """
         opts, _ = parse_options(shorthand, options, answers=False)
         question, k = self._question(question), check_k(k)
-        hits, _ = self._retriever.retrieve(self._corpus, [question], k, opts)
+        corpus, _ = self._at(snapshot)
+        hits, _ = self._retriever.retrieve(corpus, [question], k, opts)
         self._count(retrievals=1)
         return hits[0]
 
     def retrieve_batch(
         self, questions: Sequence[str], k: int = 5, *, options: RetrievalOptions | None = None,
-        **shorthand: Any,
+        snapshot: str | None = None, **shorthand: Any,
     ) -> pa.Table:  # fmt: skip
         """Retrieve for many questions at once: one row per (question, hit), by question then rank.
 
         Columns ``query_index``, ``rank`` (1 = best), ``chunk_id``,
-        ``doc_id``, ``score``, ``text``; options as for :meth:`retrieve`.
+        ``doc_id``, ``score``, ``text``; options and ``snapshot`` as for
+        :meth:`retrieve`.
         """
         opts, _ = parse_options(shorthand, options, answers=False)
         questions = self._questions(questions, "retrieve_batch", "retrieve")
-        k, corpus = check_k(k), self._corpus
+        k, (corpus, _) = check_k(k), self._at(snapshot)
         questions = [self._question(q, f"question {i}") for i, q in enumerate(questions)]
         if not questions:
             return HIT_TABLE.empty_table()
         self._count(retrievals=len(questions))
         if opts.reranker is None:
-            ranked = self._retriever.rank(corpus, self._retriever.rewrite(questions, opts), k, opts)
+            queries = self._retriever.rewrite(questions, opts, ontology=corpus.ontology)
+            ranked = self._retriever.rank(corpus, queries, k, opts)
             return corpus.store.hit_table(ranked.rows, ranked.scores)
         return hits_table(self._retriever.retrieve(corpus, questions, k, opts)[0])
 
@@ -454,7 +595,7 @@ class KnowledgeBase:
     def answer(
         self, question: str, k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
-        **shorthand: Any,
+        snapshot: str | None = None, **shorthand: Any,
     ) -> Answer:  # fmt: skip
         """Answer a question from the knowledge base, citing the chunks it uses.
 
@@ -465,14 +606,17 @@ class KnowledgeBase:
         and :class:`~fastrag.AnswerOptions`; their fields are accepted as
         keywords too (``mode``, ``where``, ``principal``, ``budget``,
         ``schema``, ``min_faithfulness``, ...). Unknown options raise a
-        :class:`~fastrag.errors.ConfigError` naming them.
+        :class:`~fastrag.errors.ConfigError` naming them. ``snapshot`` answers
+        from a kept snapshot (as for :meth:`retrieve`); ``Answer.snapshot``
+        is the id of the snapshot answered from.
         """
         ropts, aopts = parse_options(shorthand, retrieval, options)
         question, k = self._question(question), check_k(k)
-        ((q, hits, query, before),) = self._items(self._corpus, [question], k, ropts, aopts)
+        corpus, sid = self._at(snapshot)
+        ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
         ans = self._pipeline.answer(
             q, hits, query=query, timings=before, generator=generator, options=aopts,
-            snapshot=self._snapshot,
+            snapshot=sid,
         )  # fmt: skip
         self._count(retrievals=1, answers=[ans])
         return ans
@@ -480,7 +624,7 @@ class KnowledgeBase:
     def answer_stream(
         self, question: str, k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
-        **shorthand: Any,
+        snapshot: str | None = None, **shorthand: Any,
     ) -> Iterator[AnswerEvent]:  # fmt: skip
         """:meth:`answer` as events: the context hits, the text as it is generated, the Answer.
 
@@ -489,10 +633,11 @@ class KnowledgeBase:
         """
         ropts, aopts = parse_options(shorthand, retrieval, options)
         question, k = self._question(question), check_k(k)
-        ((q, hits, query, before),) = self._items(self._corpus, [question], k, ropts, aopts)
+        corpus, sid = self._at(snapshot)
+        ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
         events = self._pipeline.stream(
             q, hits, query=query, timings=before, generator=generator, options=aopts,
-            snapshot=self._snapshot,
+            snapshot=sid,
         )  # fmt: skip
 
         def counted() -> Iterator[AnswerEvent]:
@@ -509,7 +654,7 @@ class KnowledgeBase:
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: Literal["table"] = "table",
-        **shorthand: Any,
+        snapshot: str | None = None, **shorthand: Any,
     ) -> pa.Table: ...  # fmt: skip
 
     @overload
@@ -517,7 +662,8 @@ class KnowledgeBase:
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
-        tokens_per_minute: float | None = None, output: Literal["answers"], **shorthand: Any,
+        tokens_per_minute: float | None = None, output: Literal["answers"],
+        snapshot: str | None = None, **shorthand: Any,
     ) -> list[Answer | None]: ...  # fmt: skip
 
     @overload
@@ -525,7 +671,8 @@ class KnowledgeBase:
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
-        tokens_per_minute: float | None = None, output: Literal["results"], **shorthand: Any,
+        tokens_per_minute: float | None = None, output: Literal["results"],
+        snapshot: str | None = None, **shorthand: Any,
     ) -> list[tuple[Answer | None, str | None]]: ...  # fmt: skip
 
     @overload
@@ -533,14 +680,16 @@ class KnowledgeBase:
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
-        tokens_per_minute: float | None = None, output: str = "table", **shorthand: Any,
+        tokens_per_minute: float | None = None, output: str = "table",
+        snapshot: str | None = None, **shorthand: Any,
     ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]: ...  # fmt: skip
 
     def answer_batch(
         self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
-        tokens_per_minute: float | None = None, output: str = "table", **shorthand: Any,
+        tokens_per_minute: float | None = None, output: str = "table",
+        snapshot: str | None = None, **shorthand: Any,
     ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]:  # fmt: skip
         """Answer many questions: the same stages as :meth:`answer`, batched where a stage allows.
 
@@ -556,16 +705,17 @@ class KnowledgeBase:
         ``output="answers"``, a list of :class:`~fastrag.Answer` (``None``
         for a failed question), or with ``output="results"`` a list of
         ``(answer, error)`` pairs (the answer None and the error's text set
-        for a failed question).
+        for a failed question). ``snapshot`` answers every question from a
+        kept snapshot (as for :meth:`retrieve`).
         """
         if output not in ("table", "answers", "results"):
             raise ConfigError(f"output must be 'table', 'answers' or 'results', got {output!r}")
         ropts, aopts = parse_options(shorthand, retrieval, options)
         questions = self._questions(questions, "answer_batch", "answer")
-        k, corpus = check_k(k), self._corpus
+        k, (corpus, sid) = check_k(k), self._at(snapshot)
         answers, errors = self._pipeline.answer_questions(
             questions, lambda block: self._items(corpus, block, k, ropts, aopts), self._question,
-            generator=generator, options=aopts, snapshot=self._snapshot,
+            generator=generator, options=aopts, snapshot=sid,
             max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )  # fmt: skip

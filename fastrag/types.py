@@ -212,6 +212,28 @@ class Answer:
     data: Any = None
     level: str | None = None
 
+    @property
+    def route(self) -> str | None:
+        """The question's routing class (``RetrievalOptions(route=...)``; None when off)."""
+        return getattr(self.query, "route", None)
+
+    @property
+    def rewrites(self) -> dict[str, Any]:
+        """How retrieval rewrote the question: keywords, synonym and ontology expansions.
+
+        ``{"keywords": str, "expansions": [...], "ontology": [...]}`` (empty
+        when the answer was made without a rewritten query); the vector leg
+        always embedded the question as asked (or an LLM rewriter's query).
+        """
+        q = self.query
+        if q is None:
+            return {"keywords": None, "expansions": [], "ontology": []}
+        return {
+            "keywords": getattr(q, "keywords", None),
+            "expansions": list(getattr(q, "expansions", ())),
+            "ontology": list(getattr(q, "ontology", ())),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (hits as dicts, citations as marker -> chunk id)."""
         return {
@@ -221,6 +243,8 @@ class Answer:
             "citations": {str(m): h.chunk_id for m, h in self.citations.items()},
             "hits": [{"marker": i, **h.to_dict()} for i, h in enumerate(self.hits, 1)],
             "intent": None if self.query is None else self.query.intent,
+            "rewrites": self.rewrites,
+            "route": self.route,
             "confidence": self.confidence,
             "faithfulness": self.faithfulness,
             "unsupported": list(self.unsupported),

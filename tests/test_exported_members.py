@@ -27,7 +27,8 @@ def test_the_public_api_is_the_concepts_a_user_meets():
         "ExtractiveGenerator", "FallbackChain", "FastragError", "Generation", "Generator", "Hit",
         "HnswConfig", "KnowledgeBase", "LLMReranker", "LLMRewriter", "Level",
         "OpenAIChatGenerator", "OpenAIEmbedder", "Principal", "QueryRewriter", "Redactor",
-        "RetrievalConfig", "RetrievalOptions", "RewrittenQuery", "StaticEmbedder",
+        "RetrievalConfig", "RetrievalOptions", "RewrittenQuery", "SqlResult", "SqlTool",
+        "StaticEmbedder",
         "VocabularyEmbedder",
         "__version__", "load_documents", "warmup",
     }  # fmt: skip

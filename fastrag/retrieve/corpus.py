@@ -36,6 +36,7 @@ from ..store.chunks import ChunkStore
 from ..store.ingest import BuildProgress, Pending, assemble, chunk_batches, keyword_texts
 from ..text.chunking import Chunker, Chunks
 from ..text.tokenize import Tokenizer
+from .ontology import Ontology
 
 __all__ = [
     "Corpus",
@@ -68,6 +69,9 @@ class Corpus:
         (:meth:`~fastrag.store.chunks.ChunkStore.row_docs`).
     graph : HnswIndex or None
         The HNSW graph behind :attr:`vectors`, when there is one.
+    ontology : Ontology or None
+        Entities and aliases expanding the keyword legs' queries
+        (:mod:`fastrag.retrieve.ontology`), saved with the snapshot.
     """
 
     store: ChunkStore
@@ -76,6 +80,7 @@ class Corpus:
     keyword: BM25Index | None = None
     documents: BM25Index | None = None
     graph: HnswIndex | None = None
+    ontology: Ontology | None = None
 
 
 def make_corpus(
@@ -85,11 +90,12 @@ def make_corpus(
     graph: HnswIndex | None = None,
     keyword: BM25Index | None = None,
     documents: BM25Index | None = None,
+    ontology: Ontology | None = None,
 ) -> Corpus:
     """A corpus over ``store``: its exact index, or ``graph`` seen through the store's rows."""
     exact = ExactIndex([s.vectors for s in store.segments], store.dim, store.alive_mask())
     vectors: VectorIndex = exact if graph is None else GraphIndex(graph, store.chunk_ids(), exact)
-    return Corpus(store, vectors, embedder, keyword, documents, graph)
+    return Corpus(store, vectors, embedder, keyword, documents, graph, ontology)
 
 
 def _next(corpus: Corpus, store: ChunkStore, **changes: Any) -> Corpus:
@@ -98,6 +104,7 @@ def _next(corpus: Corpus, store: ChunkStore, **changes: Any) -> Corpus:
         "graph": corpus.graph,
         "keyword": corpus.keyword,
         "documents": corpus.documents,
+        "ontology": corpus.ontology,
     }
     fields.update(changes)
     return make_corpus(store, corpus.embedder, **fields)

@@ -41,6 +41,7 @@ from typing import Any
 
 from .._threads import resolve_threads
 from ..errors import ConfigError
+from ..text.route import ROUTES
 from .filters import Principal
 
 __all__ = [
@@ -227,6 +228,13 @@ class RetrievalOptions:
         keyword scores, relevance and confidence cannot reveal whether a
         document the caller may not read contains a query term. Slower
         (numpy over the query terms' postings).
+    route : {"off", "auto", "code", "numeric", "natural", "mixed"}, default "off"
+        Query routing: ``"auto"`` classifies each question with the rules of
+        :mod:`fastrag.text.route` (code/identifier, numeric with units,
+        natural language, mixed) and records the class in
+        :attr:`~fastrag.RewrittenQuery.route` and :attr:`~fastrag.Answer.route`;
+        a class name sets it. Per-class fusion weights are not applied yet
+        (none are measured): routing changes no ranking, hence the default "off".
     """
 
     mode: str | None = None
@@ -239,8 +247,14 @@ class RetrievalOptions:
     threads: int | None = None
     acl_statistics: str = "global"
     history: tuple[tuple[str, str], ...] = ()
+    route: str = "off"
 
     def __post_init__(self) -> None:
+        if self.route not in ("off", "auto", *ROUTES):
+            raise ConfigError(
+                f"route must be 'off', 'auto' or one of {', '.join(map(repr, ROUTES))}; "
+                f"got {self.route!r}"
+            )
         object.__setattr__(self, "history", check_history(self.history))
         if self.acl_statistics not in ("global", "per_principal"):
             raise ConfigError(

@@ -12,10 +12,12 @@ opens a held snapshot, checking every file against the manifest.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._fs import check_recorded
 from .._version import __version__
 from ..embed.base import (
     check_embedder,
@@ -23,16 +25,41 @@ from ..embed.base import (
     embedder_files,
     embedder_from_config,
 )
-from ..errors import StoreCorruptedError
+from ..errors import OntologyError, StoreCorruptedError
 from ..index.files import HNSW_FILE, load_indexes, writers
 from ..index.hnsw import HnswConfig
 from ..store.chunks import ChunkStore
 from ..store.snapshots import HeldSnapshot, manifest_field, write_snapshot
 from ..text.chunking import Chunker
 from .corpus import Corpus, make_corpus
+from .ontology import Ontology
 from .options import RetrievalConfig
 
-__all__ = ["Settings", "describe", "header", "open_corpus", "save_corpus"]
+__all__ = ["ONTOLOGY_FILE", "Settings", "describe", "header", "open_corpus", "save_corpus"]
+
+ONTOLOGY_FILE = "ontology.json"
+"""A snapshot's ontology (:meth:`~fastrag.retrieve.ontology.Ontology.to_dict` as JSON)."""
+
+
+def _ontology_writer(ontology: Ontology) -> Any:
+    def write(path: Path) -> dict[str, Any]:
+        data = ontology.to_json()
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+    return write
+
+
+def _read_ontology(directory: Path, info: Any, verify: bool) -> Ontology:
+    path = directory / ONTOLOGY_FILE
+    check_recorded(path, info, verify)
+    try:
+        import orjson
+
+        return Ontology.from_dict(orjson.loads(path.read_bytes()))
+    except (OSError, ValueError, OntologyError) as exc:
+        raise StoreCorruptedError(f"{path}: not a valid ontology: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -81,14 +108,18 @@ def header(corpus: Corpus, settings: Settings) -> dict[str, Any]:
 
 
 def save_corpus(
-    root: Path, corpus: Corpus, settings: Settings, *, keep: int | None, overwrite: bool
-) -> str:
+    root: Path, corpus: Corpus, settings: Settings, *, keep: int | None, overwrite: bool,
+    tag: str | None = None,
+) -> str:  # fmt: skip
     """Write ``corpus`` as a new snapshot of the knowledge base at ``root``; return its id."""
     extras = writers(corpus.keyword, corpus.documents, corpus.graph)
     extras.update(embedder_files(corpus.embedder))  # e.g. a static embedder's table
+    if corpus.ontology is not None:
+        extras[ONTOLOGY_FILE] = _ontology_writer(corpus.ontology)
     return write_snapshot(
-        root, corpus.store, header(corpus, settings), keep=keep, overwrite=overwrite, extras=extras
-    )
+        root, corpus.store, header(corpus, settings), keep=keep, overwrite=overwrite,
+        extras=extras, tag=tag,
+    )  # fmt: skip
 
 
 def open_corpus(
@@ -155,7 +186,12 @@ def open_corpus(
         window=chunking["window"], overlap=chunking["overlap"], mode=chunking.get("mode", "windows")
     )
     settings = Settings(chunker, index_info["type"], hnsw, index_info.get("auto"), retrieval)
-    corpus = make_corpus(store, embedder, graph=graph, keyword=keyword, documents=documents)
+    ontology = _read_ontology(directory, files[ONTOLOGY_FILE], verify) if (
+        ONTOLOGY_FILE in files
+    ) else None  # fmt: skip
+    corpus = make_corpus(
+        store, embedder, graph=graph, keyword=keyword, documents=documents, ontology=ontology
+    )
     upgraded = any(x is not None and x.upgraded for x in (keyword, documents))
     return corpus, settings, entry.id != manifest.current or upgraded
 
@@ -184,5 +220,6 @@ def describe(corpus: Corpus, settings: Settings) -> dict[str, Any]:
         else {**settings.hnsw.to_dict(), "elements": len(graph), "deleted": graph.n_deleted},
         "auto": settings.auto,
         "keyword": None if keyword is None else {**keyword.config(), "terms": keyword.n_terms},
+        "ontology": None if corpus.ontology is None else len(corpus.ontology.entities),
         "retrieval": settings.retrieval.to_dict(),
     }

@@ -46,6 +46,7 @@ from ..embed.base import query_vectors
 from ..errors import ConfigError
 from ..index.masked_bm25 import search_masked
 from ..text.pii import Redactor
+from ..text.route import classify_question
 from ..types import Hit
 from .corpus import Corpus
 from .fusion import FusionPlan, fusion_plan
@@ -200,12 +201,33 @@ class Retriever:
         *,
         redact: bool = True,
         keep_intent: bool = False,
+        ontology: Any = None,
     ) -> list[RewrittenQuery]:
         """The questions as the legs see them (see :class:`~fastrag.RewrittenQuery`).
 
         In vector mode the rule-based rewrite is skipped (it feeds only the
         keyword legs) unless ``keep_intent`` asks for its intent label.
+        ``ontology`` (:class:`~fastrag.retrieve.ontology.Ontology`) adds the
+        canonical and related terms of the entities a question names to its
+        keyword query (never to the text the vector leg embeds).
         """
+        out = self._rewrite(questions, options, redact=redact, keep_intent=keep_intent,
+                            ontology=ontology)  # fmt: skip
+        if options.route == "off":
+            return out
+        return [
+            dataclasses.replace(
+                r, route=classify_question(q) if options.route == "auto" else options.route
+            )
+            if isinstance(r, RewrittenQuery)
+            else r
+            for q, r in zip(questions, out, strict=True)
+        ]
+
+    def _rewrite(
+        self, questions: Sequence[str], options: RetrievalOptions, *, redact: bool,
+        keep_intent: bool, ontology: Any,
+    ) -> list[RewrittenQuery]:  # fmt: skip
         rewriter = self.rewriter
         if not options.rewrite or rewriter is None:
             return [RewrittenQuery(original=q, text=q, keywords=q) for q in questions]
@@ -218,8 +240,15 @@ class Retriever:
                 rewriter, chat=redacting_chat(rewriter.chat, self.redactor)
             )
         if options.history and _takes_history(rewriter):
-            return [rewriter(q, history=options.history) for q in questions]
-        return [rewriter(q) for q in questions]
+            out = [rewriter(q, history=options.history) for q in questions]
+        else:
+            out = [rewriter(q) for q in questions]
+        if ontology is not None and mode != "vector":
+            out = [
+                r.with_ontology(ontology.expand(q)) if isinstance(r, RewrittenQuery) else r
+                for q, r in zip(questions, out, strict=True)
+            ]
+        return out
 
     def rerank(
         self, question: str, hits: list[Hit], reranker: Any, *, redact: bool, failures: list[str]
@@ -500,7 +529,10 @@ class Retriever:
         keep_intent = timer is not None  # an answer records the query's intent
         timer = timer or _no_timer
         with timer("rewrite"):
-            queries = self.rewrite(questions, options, redact=redact, keep_intent=keep_intent)
+            queries = self.rewrite(
+                questions, options, redact=redact, keep_intent=keep_intent,
+                ontology=corpus.ontology,
+            )  # fmt: skip
         with timer("retrieve") as info:
             ranked = self.rank(corpus, queries, k, options)
             hits = corpus.store.hits_matrix(ranked.rows, ranked.scores, ranked.relevance)

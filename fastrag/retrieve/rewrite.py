@@ -23,6 +23,7 @@ and says so in :attr:`RewrittenQuery.fallback`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import unicodedata
@@ -73,6 +74,12 @@ class RewrittenQuery:
         ``rules`` or ``llm``.
     fallback : str or None
         Why a model rewriter fell back to the rules (``None`` when it did not).
+    ontology : tuple of str
+        Terms the knowledge base's ontology added to the keywords (canonical
+        names, related entities' terms; also in ``expansions``).
+    route : str or None
+        The question's routing class (``code``, ``numeric``, ``natural``,
+        ``mixed``; :mod:`fastrag.text.route`) when routing is on.
     """
 
     original: str
@@ -82,6 +89,18 @@ class RewrittenQuery:
     intent: str = "factual"
     source: str = "rules"
     fallback: str | None = None
+    ontology: tuple[str, ...] = ()
+    route: str | None = None
+
+    def with_ontology(self, terms: tuple[str, ...]) -> RewrittenQuery:
+        """The query with ``terms`` added to the keyword legs' query (the vector text kept)."""
+        if not terms:
+            return self
+        return dataclasses.replace(
+            self, keywords=" ".join([self.keywords, *terms]).strip(),
+            expansions=self.expansions + tuple(t for t in terms if t not in self.expansions),
+            ontology=terms,
+        )  # fmt: skip
 
 
 def _normalise(text: str) -> str:

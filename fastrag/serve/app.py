@@ -65,6 +65,8 @@ from ..errors import (
     FastragError,
     ModelError,
     RequestError,
+    SnapshotNotFoundError,
+    SqlQueryError,
     StageTimeoutError,
 )
 from ..retrieve.options import MAX_HISTORY_TURNS
@@ -79,6 +81,7 @@ from .schemas import (
     EmbeddingsRequest,
     RetrieveBatchRequest,
     RetrieveRequest,
+    SqlRequest,
     check_batch,
     check_k,
     parse,
@@ -133,6 +136,10 @@ def classify(exc: BaseException) -> tuple[int, str, str, dict[str, str]]:
         return 504, "timeout", str(exc), {}
     if isinstance(exc, TimeoutError):
         return 504, "timeout", "the request took longer than the server's timeout", {}
+    if isinstance(exc, SnapshotNotFoundError):  # a request's "snapshot" names no kept one
+        return 404, "snapshot_not_found", str(exc), {}
+    if isinstance(exc, SqlQueryError):  # refused by the SQL tool, or the database said no
+        return 400, "sql_refused", str(exc), {}
     if isinstance(exc, ConfigError):  # the engine refused an option (a bad filter, ...)
         return 400, "invalid_request", str(exc), {}
     if isinstance(exc, ClientDisconnect):  # nobody reads the answer; said for the log
@@ -209,6 +216,9 @@ class Service:
         self.inline = settings.engine_threads == 0
         self.engine_limiter = anyio.CapacityLimiter(max(1, settings.engine_threads))
         self.model_limiter = anyio.CapacityLimiter(settings.model_threads)
+        from .mcp import sql_tool_of
+
+        self.sql_tool = sql_tool_of(settings)
         self.held = 0
         self.warming = False  # set while the app warms itself up, before it serves anyone
 
@@ -218,6 +228,8 @@ class Service:
             self.generator.close()
         for served in self.registry:
             served.current.kb.close()
+        if self.sql_tool is not None:
+            self.sql_tool.close()
 
     # -- callers and admission ---------------------------------------------------
     def authenticate(self, request: Request) -> Caller:
@@ -480,7 +492,15 @@ def _retrieval_args(svc: Service, req: Any, caller: Caller) -> dict[str, Any]:
         "exact": req.exact,
         "rewrite": req.rewrite,
         "threads": svc.settings.threads,
+        **({"snapshot": req.snapshot} if req.snapshot is not None else {}),
     }
+
+
+async def _snapshot_of(svc: Service, kb: Any, snapshot: str | None, req: Any) -> str | None:
+    """The id of the snapshot a request reads: its ``"snapshot"`` resolved, or the served one."""
+    if req.snapshot is None:
+        return snapshot
+    return await svc.call(kb.snapshot_id, req.snapshot)  # type: ignore[no-any-return]
 
 
 @endpoint("retrieve")
@@ -489,6 +509,7 @@ async def retrieve(svc: Service, request: Request, caller: Caller) -> Response:
     k = check_k(req.k, svc.settings.max_k)
     served = svc.served(req.kb, caller)
     kb, snapshot = served.current
+    snapshot = await _snapshot_of(svc, kb, snapshot, req)
     hits = await svc.call(
         kb.retrieve, req.question, k, group_by=req.group_by, **_retrieval_args(svc, req, caller)
     )
@@ -531,6 +552,7 @@ async def retrieve_batch(svc: Service, request: Request, caller: Caller) -> Resp
     questions = check_batch(req.questions, svc.settings.max_batch)
     served = svc.served(req.kb, caller)
     kb, snapshot = served.current
+    snapshot = await _snapshot_of(svc, kb, snapshot, req)
     options = {"group_by": req.group_by, **_retrieval_args(svc, req, caller)}
     results = await svc.call(_batch_results, kb, questions, k, options)
     svc.retrieved(served.name, len(questions))
@@ -552,6 +574,8 @@ async def _answer_events(
 ) -> AsyncIterator[bytes]:
     """SSE events of one streamed answer: ``hits``, ``delta``..., ``answer``."""
     kb, snapshot = served.current
+    if args.get("snapshot") is not None:
+        snapshot = await svc.call(kb.snapshot_id, args["snapshot"])
     tag = {} if index is None else {"index": index}
     it = kb.answer_stream(question, k, **args)
     async for ev in svc.events(it, model_bound=svc.model_bound, deadline=deadline):
@@ -565,7 +589,7 @@ async def _answer_events(
         else:
             ans = ev.answer
             svc.answered(served.name, ans.found, bool(ans.citations))
-            yield sse("answer", {**tag, **_answer_json(served, snapshot, ans)})
+            yield sse("answer", {**tag, **_answer_json(served, ans.snapshot or snapshot, ans)})
 
 
 async def _guarded(svc: Service, name: str, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -592,7 +616,7 @@ async def answer(svc: Service, request: Request, caller: Caller) -> Response:
     kb, snapshot = served.current
     ans = await svc.call(kb.answer, req.question, k, model_bound=svc.model_bound, **args)
     svc.answered(served.name, ans.found, bool(ans.citations))
-    return json_response(_answer_json(served, snapshot, ans))
+    return json_response(_answer_json(served, ans.snapshot or snapshot, ans))
 
 
 @endpoint("answer_batch")
@@ -613,6 +637,7 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
 
         return _stream(_guarded(svc, "answer_batch", events()))
     kb, snapshot = served.current
+    snapshot = await _snapshot_of(svc, kb, snapshot, req)
     results = await svc.call(
         kb.answer_batch, questions, k, model_bound=svc.model_bound, output="results", **args
     )
@@ -626,6 +651,20 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
         svc.answered(served.name, ans.found, bool(ans.citations))
         rows.append({"index": i, **ans.to_dict()})
     return json_response({"kb": served.name, "snapshot": snapshot, "results": rows})
+
+
+@endpoint("sql")
+async def sql_query(svc: Service, request: Request, caller: Caller) -> Response:
+    tool = svc.sql_tool
+    if tool is None:
+        raise RequestError(
+            "this server has no SQL source (start it with --sql URL --sql-tables ...)",
+            status=404,
+            type="not_found",
+        )
+    req = parse(SqlRequest, await svc.body(request))
+    result = await svc.call(tool.query, req.sql, req.params, limit=req.limit)
+    return json_response(result.to_dict())
 
 
 @endpoint("kbs")
@@ -993,8 +1032,9 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
     from .mcp import build_mcp
 
     mcp_server = build_mcp(
-        svc.registry, generator=svc.generator, max_k=settings.max_k, threads=settings.threads
-    )
+        svc.registry, generator=svc.generator, max_k=settings.max_k, threads=settings.threads,
+        sql_tool=svc.sql_tool,
+    )  # fmt: skip
     mcp_app = mcp_server.streamable_http_app(
         stateless_http=True, json_response=True, host=settings.host,
         max_request_body_size=settings.max_body,
@@ -1028,6 +1068,7 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/sql", sql_query, methods=["POST"]),
         Route("/mcp", mcp_route, methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(

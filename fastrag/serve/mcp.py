@@ -2,10 +2,16 @@
 
 Served through the official ``mcp`` SDK.
 
-- ``search(query, kb=None, k=5, mode=None)``: the retrieved chunks, each
-  with its citation marker, source, title, score and text;
-- ``answer(question, kb=None, k=5)``: the cited answer with its hits,
-  citations, confidence, faithfulness and warnings;
+- ``search(query, kb=None, k=5, mode=None, snapshot=None)``: the retrieved
+  chunks, each with its citation marker, source, title, score and text;
+- ``answer(question, kb=None, k=5, snapshot=None)``: the cited answer with
+  its hits, citations, confidence, faithfulness and warnings;
+- ``snapshot`` (an id or a tag) answers from that kept snapshot of the
+  knowledge base instead of the served one; the result names its id;
+- ``sql_query(sql, params=None, limit=None)`` (when the server has a SQL
+  source, ``--sql``): one read-only SELECT over the allow-listed tables,
+  parameters bound; rows, columns and a citation per row (see
+  :class:`~fastrag.SqlTool`);
 - resources ``fastrag://kb/{name}``: name, sizes, snapshot and index of
   each knowledge base.
 
@@ -34,7 +40,7 @@ from .keys import TRUSTED, Caller
 from .registry import Registry
 from .schemas import K, check_k
 
-__all__ = ["build_mcp", "caller_of"]
+__all__ = ["build_mcp", "caller_of", "sql_tool_of"]
 
 _URI = "fastrag://kb/"
 
@@ -77,9 +83,19 @@ class _ResourceFilter:
         return result
 
 
+def sql_tool_of(settings: Any) -> Any:
+    """The :class:`~fastrag.SqlTool` a server's settings configure, or None."""
+    if getattr(settings, "sql", None) is None:
+        return None
+    from ..store.sql_tool import SqlTool
+
+    return SqlTool(settings.sql, settings.sql_tables)
+
+
 def build_mcp(
-    registry: Registry, *, generator: Any = None, max_k: int = 100, threads: int | None = None
-) -> MCPServer:
+    registry: Registry, *, generator: Any = None, max_k: int = 100, threads: int | None = None,
+    sql_tool: Any = None,
+) -> MCPServer:  # fmt: skip
     """An MCP server over ``registry`` (see the module docstring)."""
     server = MCPServer(
         name="fastrag",
@@ -111,21 +127,27 @@ def build_mcp(
         "citation markers, sources, titles and scores.",
     )
     async def search(
-        query: str, ctx: Context, kb: str | None = None, k: K = 5, mode: str | None = None
-    ) -> dict[str, Any]:
+        query: str, ctx: Context, kb: str | None = None, k: K = 5, mode: str | None = None,
+        snapshot: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
+
+        def run() -> tuple[Any, str | None]:
+            sid = current.kb.snapshot_id(snapshot) if snapshot is not None else current.snapshot
+            found = current.kb.retrieve(
+                query, check(k), mode=mode, principal=caller.principal, threads=threads,
+                snapshot=snapshot,
+            )  # fmt: skip
+            return found, sid
+
         try:
-            hits = await anyio.to_thread.run_sync(
-                lambda: current.kb.retrieve(
-                    query, check(k), mode=mode, principal=caller.principal, threads=threads
-                )
-            )
+            hits, sid = await anyio.to_thread.run_sync(run)
         except FastragError as exc:
             raise ToolError(str(exc)) from None
         return {
             "kb": served.name,
-            "snapshot": current.snapshot,
+            "snapshot": sid,
             "hits": [
                 {
                     "marker": f"[{i}]",
@@ -146,8 +168,9 @@ def build_mcp(
         "says plainly when the knowledge base does not hold the answer.",
     )
     async def answer(
-        question: str, ctx: Context, kb: str | None = None, k: K = 5
-    ) -> dict[str, Any]:
+        question: str, ctx: Context, kb: str | None = None, k: K = 5,
+        snapshot: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
         try:
@@ -158,11 +181,33 @@ def build_mcp(
                     generator=generator,
                     principal=caller.principal,
                     threads=threads,
+                    snapshot=snapshot,
                 )
             )
         except FastragError as exc:
             raise ToolError(str(exc)) from None
-        return {"kb": served.name, "snapshot": current.snapshot, **ans.to_dict()}
+        sid = ans.snapshot if snapshot is not None else current.snapshot
+        return {"kb": served.name, "snapshot": sid, **ans.to_dict()}
+
+    if sql_tool is not None:
+        tables = "; ".join(f"{t}({', '.join(c)})" for t, c in sql_tool.tables.items())
+
+        @server.tool(
+            name="sql_query",
+            description="Run one read-only SQL SELECT over the database's allowed tables and "
+            f"columns: {tables}. Pass values as named parameters (:name) in `params`, never in "
+            "the text. Returns columns, rows and a citation (source, table, primary key) per row.",
+        )
+        async def sql_query(
+            sql: str, ctx: Context, params: dict[str, Any] | None = None, limit: int | None = None
+        ) -> dict[str, Any]:
+            try:
+                result = await anyio.to_thread.run_sync(
+                    lambda: sql_tool.query(sql, params, limit=limit)
+                )
+            except FastragError as exc:
+                raise ToolError(str(exc)) from None
+            return result.to_dict()  # type: ignore[no-any-return]
 
     for served in registry:
         name = served.name
@@ -182,6 +227,6 @@ def build_mcp(
     return server
 
 
-def run_stdio(registry: Registry, *, generator: Any = None) -> None:
+def run_stdio(registry: Registry, *, generator: Any = None, sql_tool: Any = None) -> None:
     """Serve the MCP tools over stdin/stdout until the client closes them."""
-    build_mcp(registry, generator=generator).run("stdio")
+    build_mcp(registry, generator=generator, sql_tool=sql_tool).run("stdio")

@@ -30,6 +30,7 @@ __all__ = [
     "K",
     "RetrieveBatchRequest",
     "RetrieveRequest",
+    "SqlRequest",
     "parse",
 ]
 
@@ -50,6 +51,8 @@ class _Retrieval(_Body):
     where: dict[str, Any] | None = None
     exact: bool = False
     rewrite: bool = True
+    snapshot: str | None = Field(default=None, min_length=1, max_length=128)
+    """A kept snapshot's id or tag to answer from (default: the served one)."""
 
 
 class RetrieveRequest(_Retrieval):
@@ -95,6 +98,14 @@ class AnswerBatchRequest(_Answering):
     """``POST /v1/answer/batch``."""
 
     questions: list[str]
+
+
+class SqlRequest(_Body):
+    """``POST /v1/sql``: one read-only SELECT, named parameters (:class:`~fastrag.SqlTool`)."""
+
+    sql: str = Field(min_length=1)
+    params: dict[str, str | int | float | bool | None] | None = None
+    limit: int | None = Field(default=None, ge=1)
 
 
 class ChatMessage(BaseModel):

@@ -16,7 +16,7 @@ import orjson
 
 from ..errors import ConfigError
 
-__all__ = ["ServeSettings", "parse_kb_args"]
+__all__ = ["ServeSettings", "parse_kb_args", "parse_sql_tables"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -73,6 +73,11 @@ class ServeSettings:
         Numba threads per engine call (``threads=`` of the KnowledgeBase
         methods); ``fastrag serve`` sets 1 when it runs several workers, so
         that worker processes do not oversubscribe the cores.
+    sql : str, optional
+        A database URL served as the read-only SQL tool (:class:`~fastrag.SqlTool`):
+        ``POST /v1/sql`` and the MCP tool ``sql_query``.
+    sql_tables : dict of str to list of str
+        The tables and columns the SQL tool may read (required with ``sql``).
     """
 
     kbs: tuple[tuple[str, str], ...]
@@ -93,6 +98,8 @@ class ServeSettings:
     max_batch: int = 256
     threads: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    sql: str | None = None
+    sql_tables: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.kbs:
@@ -128,6 +135,10 @@ class ServeSettings:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         if self.reload_interval < 0:
             raise ConfigError(f"reload_interval must be >= 0, got {self.reload_interval!r}")
+        if self.sql is not None and not self.sql_tables:
+            raise ConfigError("sql needs sql_tables: the tables and columns it may read")
+        if self.sql is None and self.sql_tables:
+            raise ConfigError("sql_tables is set but sql (the database URL) is not")
 
     def to_json(self) -> str:
         """The settings as JSON (for worker processes)."""
@@ -154,3 +165,16 @@ def parse_kb_args(values: list[str]) -> tuple[tuple[str, str], ...]:
             name = Path(value).resolve().name or "kb"
         out.append((name, str(Path(path).resolve())))
     return tuple(out)
+
+
+def parse_sql_tables(values: list[str]) -> dict[str, list[str]]:
+    """``--sql-tables TABLE=COL,COL`` values as a table -> columns mapping."""
+    out: dict[str, list[str]] = {}
+    for value in values:
+        table, sep, columns = value.partition("=")
+        cols = [c.strip() for c in columns.split(",") if c.strip()]
+        if not sep or not table.strip() or not cols:
+            raise ConfigError(f"--sql-tables {value!r}: write TABLE=COLUMN,COLUMN,...")
+        have = out.setdefault(table.strip(), [])
+        have.extend(c for c in cols if c not in have)
+    return out

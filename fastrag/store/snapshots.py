@@ -43,6 +43,7 @@ from ..config import fault
 from ..errors import (
     ConfigError,
     FastragError,
+    SnapshotNotFoundError,
     StoreCorruptedError,
     StoreError,
     StoreNotFoundError,
@@ -58,6 +59,7 @@ __all__ = [
     "Manifest",
     "SnapshotInfo",
     "SnapshotRecord",
+    "check_tag",
     "hold_snapshot",
     "list_snapshots",
     "manifest_field",
@@ -83,6 +85,7 @@ class SnapshotInfo:
     documents: int
     deleted_chunks: int
     current: bool
+    tag: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +104,15 @@ class SnapshotRecord:
     deleted_chunks: int
     next_chunk_id: int
     files: Mapping[str, Mapping[str, Any]]
+    tag: str | None = None
+    """The name given at save (``kb.save(path, tag=...)``), unique among the kept snapshots."""
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as written to ``manifest.json``."""
+        tag = {} if self.tag is None else {"tag": self.tag}
         return {
             "id": self.id,
+            **tag,
             "created_at": self.created_at.isoformat(),
             "chunks": self.chunks,
             "rows": self.rows,
@@ -147,19 +154,22 @@ class Manifest:
         return self.root / MANIFEST
 
     def snapshot(self, snapshot: str | None = None) -> SnapshotRecord:
-        """The entry of ``snapshot`` (default: the current one).
+        """The entry of ``snapshot``, an id or a tag (default: the current one).
 
         Raises
         ------
-        StoreNotFoundError
-            No such snapshot is listed.
+        SnapshotNotFoundError
+            No kept snapshot has that id or tag.
         """
         wanted = self.current if snapshot is None else snapshot
         for entry in self.snapshots:
-            if entry.id == wanted:
+            if entry.id == wanted or (entry.tag is not None and entry.tag == wanted):
                 return entry
-        known = ", ".join(e.id for e in self.snapshots) or "none"
-        raise StoreNotFoundError(f"no snapshot {wanted!r} (known: {known})")
+        known = ", ".join(e.id + (f" ({e.tag})" if e.tag else "") for e in self.snapshots)
+        shown = repr(wanted) if isinstance(wanted, str) else type(wanted).__name__
+        raise SnapshotNotFoundError(
+            f"{self.root}: no snapshot {shown[:80]} (known: {known or 'none'})"
+        )
 
     def snapshot_dir(self, snapshot_id: str) -> Path:
         """``root/snapshots/<id>`` for a listed id (never a path outside ``snapshots/``)."""
@@ -171,6 +181,9 @@ class Manifest:
 _ID = re.compile(r"[0-9]{6,}-[0-9]{8}T[0-9]{12}Z")
 """The ids :func:`_new_id` writes: a sequence number and a UTC time stamp."""
 _ID_WHAT = "a snapshot id (NNNNNN-YYYYMMDDTHHMMSSffffffZ)"
+_TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,99}")
+"""Snapshot tags: a letter, then letters, digits, ``.``, ``_`` or ``-`` (at most 100)."""
+_TAG_WHAT = "a snapshot tag (a letter, then letters, digits, '.', '_' or '-'; at most 100)"
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 INDEX_TYPES = ("exact", "hnsw")
@@ -294,6 +307,10 @@ def _check_manifest(root: Path, data: Any) -> Manifest:
         f.fail("snapshots", "must be a list", entries)
     snapshots = tuple(_snapshot_record(f, e, i) for i, e in enumerate(entries))
     ids = [s.id for s in snapshots]
+    tags = [s.tag for s in snapshots if s.tag is not None]
+    if len(set(tags)) != len(tags):
+        dup = next(t for t in tags if tags.count(t) > 1)
+        f.fail("snapshots", "lists a snapshot tag twice", dup)
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         f.fail("snapshots", "lists a snapshot id twice", dup)
@@ -319,6 +336,9 @@ def _snapshot_record(f: _Fields, entry: Any, i: int) -> SnapshotRecord:
     at = f"snapshots[{i}]"
     entry = f.mapping(entry, at)
     sid = f.text(f.get(entry, "id", f"{at}.id"), f"{at}.id", _ID, _ID_WHAT)
+    tag = entry.get("tag")
+    if tag is not None:
+        f.text(tag, f"{at}.tag", _TAG, _TAG_WHAT)
     created = f.text(f.get(entry, "created_at", f"{at}.created_at"), f"{at}.created_at")
     try:
         created_at = _dt.datetime.fromisoformat(created)
@@ -340,7 +360,15 @@ def _snapshot_record(f: _Fields, entry: Any, i: int) -> SnapshotRecord:
             "bytes": f.integer(size, f"{where}.bytes"),
             "sha256": f.text(digest, f"{where}.sha256", _SHA256, "a hex SHA-256"),
         }
-    return SnapshotRecord(id=sid, created_at=created_at, files=files, **counts)
+    return SnapshotRecord(id=sid, created_at=created_at, files=files, tag=tag, **counts)
+
+
+def check_tag(tag: object) -> str:
+    """Validate a snapshot tag (see :data:`_TAG`): a ``ConfigError`` naming the problem."""
+    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+        shown = repr(tag) if isinstance(tag, str) else type(tag).__name__
+        raise ConfigError(f"tag must be {_TAG_WHAT}, got {shown[:80]}")
+    return tag
 
 
 @contextlib.contextmanager
@@ -384,6 +412,7 @@ def write_snapshot(
     keep: int | None,
     overwrite: bool = False,
     extras: Mapping[str, Callable[[Path], dict[str, Any]]] | None = None,
+    tag: str | None = None,
 ) -> str:
     """Save ``store`` as a new snapshot of the knowledge base at ``root`` and make it current.
 
@@ -402,15 +431,21 @@ def write_snapshot(
     extras : mapping, optional
         File name -> ``write(path) -> {"bytes", "sha256"}`` for the index
         files saved with the chunks (``hnsw.bin``, ``bm25.arrow``).
+    tag : str, optional
+        A name for the new snapshot (:func:`check_tag`); no kept snapshot
+        may have it already (a ``ConfigError``). Requests name a snapshot by
+        its id or its tag.
 
     Returns
     -------
     str
         The new snapshot's id.
     """
+    if tag is not None:
+        check_tag(tag)
     try:
         return _write_snapshot(
-            root, store, header, keep=keep, overwrite=overwrite, extras=extras or {}
+            root, store, header, keep=keep, overwrite=overwrite, extras=extras or {}, tag=tag
         )
     except StoreError:
         raise
@@ -426,6 +461,7 @@ def _write_snapshot(
     keep: int | None,
     overwrite: bool,
     extras: Mapping[str, Callable[[Path], dict[str, Any]]],
+    tag: str | None,
 ) -> str:
     root = Path(root)
     if root.exists() and not root.is_dir():
@@ -450,6 +486,11 @@ def _write_snapshot(
                     f"{root}: holds a knowledge base with a different {key}; pass "
                     "overwrite=True to replace it, or save elsewhere"
                 )
+        if tag is not None and manifest is not None and not overwrite:
+            if any(e.tag == tag for e in manifest.snapshots):
+                raise ConfigError(
+                    f"{root}: a kept snapshot is already tagged {tag!r}; tags are unique"
+                )
         sid = _new_id(manifest)
         tmp = snapshots_dir / f".tmp-{sid}-{os.getpid()}"
         tmp.mkdir()
@@ -467,6 +508,7 @@ def _write_snapshot(
         fault("snapshot-renamed")
         entry = {
             "id": sid,
+            **({} if tag is None else {"tag": tag}),
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
             "chunks": len(store),
             "rows": store.n_rows,
@@ -505,6 +547,7 @@ def list_snapshots(root: Path) -> list[SnapshotInfo]:
             documents=e.documents,
             deleted_chunks=e.deleted_chunks,
             current=e.id == manifest.current,
+            tag=e.tag,
         )
         for e in manifest.snapshots
     ]
@@ -630,7 +673,7 @@ def hold_snapshot(root: Path, snapshot: str | None = None) -> Iterator[HeldSnaps
     root : Path
         Knowledge-base directory.
     snapshot : str, optional
-        A listed snapshot id; default the current one.
+        A listed snapshot id or tag; default the current one.
 
     Yields
     ------

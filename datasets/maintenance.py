@@ -1,0 +1,94 @@
+"""A generated maintenance corpus with fault codes, model numbers and quantities, for routing.
+
+``generate(n_machines=40, seed=0)`` returns ``(docs, questions)``: for each
+machine model (``FANUC-0iMD``-like ids) a handful of fault documents (codes
+like ``SV0432``), each naming its code, the model, a measured quantity with
+its unit (``85℃``, ``0.3MPa``, ``1500 rpm``) and a repair in plain words
+drawn from a shared vocabulary, so that plain words alone rarely single out
+a document. ``questions`` are ``(question, doc_id, kind)`` with ``kind``
+the class a router should give it:
+
+- ``code``: the fault code alone, or the code with the model (``SV0432``,
+  ``FANUC-0iMD SV0432``);
+- ``numeric``: the part and the quantity with its unit (``spindle 85℃``);
+- ``natural``: the symptom and the repair in other words than the document's
+  (synonyms), English or Chinese;
+- ``mixed``: a sentence naming the code among natural words.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["generate"]
+
+_PARTS = [
+    ("spindle", "主轴"), ("servo amplifier", "伺服放大器"), ("coolant pump", "冷却泵"),
+    ("hydraulic unit", "液压站"), ("tool changer", "换刀装置"), ("ball screw", "滚珠丝杠"),
+    ("encoder", "编码器"), ("lubrication pump", "润滑泵"), ("fan motor", "风扇电机"),
+    ("power supply", "电源模块"),
+]  # fmt: skip
+_SYMPTOMS = [
+    ("overheats", "runs hot", "过热"), ("vibrates", "shakes", "振动"),
+    ("loses pressure", "pressure drops", "压力不足"), ("makes noise", "sounds loud", "异响"),
+    ("stops", "halts", "停机"), ("leaks oil", "drips oil", "漏油"),
+]  # fmt: skip
+_REPAIRS = [
+    ("replace the bearing", "swap the bearing", "更换轴承"),
+    ("clean the filter", "wash the filter", "清洗滤网"),
+    ("tighten the connector", "secure the plug", "紧固接头"),
+    ("refill the oil", "top up the lubricant", "加注润滑油"),
+    ("reset the parameter", "restore the setting", "复位参数"),
+]  # fmt: skip
+_UNITS = [("℃", 40, 120, 0), ("MPa", 1, 9, 1), ("rpm", 500, 9000, -2), ("V", 12, 400, 0)]
+_SERIES = ["0iMD", "0iTF", "0iMF", "31iB", "30iB", "35iB", "0iTD", "32iB"]
+
+
+def _quantity(rng: random.Random) -> str:
+    unit, lo, hi, digits = rng.choice(_UNITS)
+    value = rng.uniform(lo, hi)
+    if unit == "MPa":
+        return f"{value / 10:.1f}{unit}"
+    return f"{round(value, digits):.0f}{unit}" if digits <= 0 else f"{value:.1f}{unit}"
+
+
+def generate(n_machines: int = 40, seed: int = 0) -> tuple[list[dict], list[tuple]]:
+    """Documents and ``(question, doc_id, kind)`` questions (see the module docstring)."""
+    rng = random.Random(seed)
+    docs: list[dict] = []
+    questions: list[tuple] = []
+    codes: set[str] = set()
+    models: set[str] = set()
+    for _ in range(n_machines):
+        while True:
+            model = f"FANUC-{rng.choice(_SERIES)}-{rng.randint(10, 99)}"
+            if model not in models:
+                models.add(model)
+                break
+        for _ in range(rng.randint(3, 6)):
+            while True:
+                code = f"{rng.choice(['SV', 'OT', 'SP', 'PS', 'AL'])}{rng.randint(0, 9999):04d}"
+                if code not in codes:
+                    codes.add(code)
+                    break
+            part, part_zh = rng.choice(_PARTS)
+            sym, sym_alt, sym_zh = rng.choice(_SYMPTOMS)
+            rep, rep_alt, rep_zh = rng.choice(_REPAIRS)
+            qty = _quantity(rng)
+            doc_id = f"{model}-{code}"
+            text = (
+                f"Alarm {code} on {model}: the {part} {sym} when the reading reaches {qty}. "
+                f"Technicians should {rep} and check the {part} again. "
+                f"报警 {code}（{model}）：{part_zh}{sym_zh}，读数 {qty}。处理：{rep_zh}。"
+            )
+            docs.append({"id": doc_id, "text": text})
+            questions += [
+                (code, doc_id, "code"),
+                (f"{model} {code}", doc_id, "code"),
+                (f"{part} {qty}", doc_id, "numeric"),
+                (f"why does the {part} {sym_alt} and how do I {rep_alt}", doc_id, "natural"),
+                (f"{part_zh}{sym_zh}怎么{rep_zh}", doc_id, "natural"),
+                (f"what should a technician do when the {part} shows alarm {code}", doc_id,
+                 "mixed"),
+            ]  # fmt: skip
+    return docs, questions

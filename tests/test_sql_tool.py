@@ -1,0 +1,472 @@
+"""SQL as a tool: read-only SELECTs over allow-listed columns, against SQLite and PostgreSQL (issue 25).
+
+The PostgreSQL server is started by the test (Debian's postgresql-15 binaries: a throwaway
+cluster in a temporary folder, on a free 127.0.0.1 port, run as the ``postgres`` user when
+the tests run as root, as ``postgres`` refuses root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from serve_harness import ThreadServer, save_kb
+
+import fastrag
+from fastrag.errors import ConfigError, SqlQueryError
+from fastrag.serve import ServeSettings
+from fastrag.serve.settings import parse_sql_tables
+
+TABLES = {
+    "repair_records": ["id", "fault_code", "machine_id", "solution_text"],
+    "machines": ["id", "model"],
+}
+ROWS = [
+    (1, "SV0432", "M1", "Replace the spindle fan", "secret-1"),
+    (2, "SV0432", "M2", "Clean the amplifier filter", "secret-2"),
+    (3, "OT0500", "M1", "Reset the overtravel limit", "secret-3"),
+]
+MACHINES = [("M1", "FANUC-0iMD"), ("M2", "FANUC-0iTF")]
+SCHEMA = [
+    "CREATE TABLE repair_records (id INTEGER PRIMARY KEY, fault_code TEXT, machine_id TEXT, "
+    "solution_text TEXT, secret TEXT)",
+    "CREATE TABLE machines (id TEXT PRIMARY KEY, model TEXT)",
+    "CREATE TABLE staff (id INTEGER PRIMARY KEY, name TEXT)",
+]
+
+# Refused whatever the database: writes, other statements, disallowed tables, columns and
+# functions, injection through identifiers and limits.
+REFUSED = [
+    "INSERT INTO repair_records (id, fault_code) VALUES (9, 'X')",
+    "UPDATE repair_records SET solution_text = 'x'",
+    "DELETE FROM repair_records",
+    "DROP TABLE repair_records",
+    "ALTER TABLE repair_records ADD COLUMN y TEXT",
+    "CREATE TABLE evil (id INTEGER)",
+    "ATTACH DATABASE '/tmp/fastrag-evil.db' AS evil",
+    "PRAGMA writable_schema = ON",
+    "PRAGMA table_info(repair_records)",
+    "VACUUM INTO '/tmp/fastrag-evil.db'",
+    "VACUUM",
+    "SELECT 1; DROP TABLE repair_records",
+    "SELECT id FROM repair_records; DELETE FROM repair_records",
+    "SELECT id INTO evil FROM repair_records",
+    "WITH x AS (DELETE FROM repair_records RETURNING id) SELECT id FROM x",
+    "WITH x AS (SELECT id FROM repair_records) SELECT id FROM x",
+    "SELECT id FROM repair_records FOR UPDATE",
+    "SELECT secret FROM repair_records",
+    "SELECT * FROM repair_records",
+    "SELECT r.* FROM repair_records r",
+    "SELECT id FROM staff",
+    "SELECT name FROM sqlite_master",
+    "SELECT id FROM main.repair_records",
+    "SELECT id FROM public.repair_records",
+    'SELECT id FROM "repair_records; DROP TABLE machines"',
+    "SELECT id FROM repair_records WHERE id IN (SELECT id FROM staff)",
+    "SELECT id FROM repair_records WHERE solution_text IN (SELECT secret FROM repair_records)",
+    "SELECT load_extension('/tmp/evil.so')",
+    "SELECT readfile('/etc/passwd')",
+    "SELECT pg_read_file('/etc/passwd')",
+    "SELECT set_config('default_transaction_read_only', 'off', false)",
+    "SELECT pg_sleep(10)",
+    "SELECT id FROM repair_records LIMIT 1; DROP TABLE machines",
+    "SELECT id FROM repair_records LIMIT (SELECT 1)",
+    "SELECT id FROM repair_records LIMIT :n",
+    "SELECT id FROM repair_records WHERE id = ?",
+    "",
+    "   ",
+]
+
+
+def _digest(read_all):
+    return hashlib.sha256(json.dumps(read_all(), default=str).encode()).hexdigest()
+
+
+# -- SQLite ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_db(tmp_path):
+    path = tmp_path / "repairs.db"
+    conn = sqlite3.connect(path)
+    for statement in SCHEMA:
+        conn.execute(statement)
+    conn.executemany("INSERT INTO repair_records VALUES (?, ?, ?, ?, ?)", ROWS)
+    conn.executemany("INSERT INTO machines VALUES (?, ?)", MACHINES)
+    conn.execute("INSERT INTO staff VALUES (1, 'Alice')")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _sqlite_state(path):
+    conn = sqlite3.connect(path)
+    try:
+        schema = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        tables = [name for kind, name, _ in schema if kind == "table"]
+        rows = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}
+        return {"schema": schema, **rows}
+    finally:
+        conn.close()
+
+
+def test_sqlite_rows_columns_and_citations(sqlite_db):
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES)
+    result = tool.query(
+        "SELECT solution_text FROM repair_records WHERE fault_code = :code ORDER BY id",
+        {"code": "SV0432"},
+    )
+    assert isinstance(result, fastrag.SqlResult)
+    assert result.columns == ("solution_text",)
+    assert result.rows == [
+        {"solution_text": "Replace the spindle fan"},
+        {"solution_text": "Clean the amplifier filter"},
+    ]
+    assert [(c.table, c.key) for c in result.citations] == [
+        ("repair_records", {"id": 1}),
+        ("repair_records", {"id": 2}),
+    ]
+    assert all(c.source == f"sqlite:///{sqlite_db}" for c in result.citations)
+    joined = tool.query(
+        "SELECT r.solution_text, m.model FROM repair_records r JOIN machines m "
+        "ON m.id = r.machine_id WHERE r.fault_code = :code ORDER BY r.id",
+        {"code": "SV0432"},
+    )
+    assert joined.rows[0] == {"solution_text": "Replace the spindle fan", "model": "FANUC-0iMD"}
+    assert [(c.table, c.key) for c in joined.citations[:2]] == [
+        ("repair_records", {"id": 1}),
+        ("machines", {"id": "M1"}),
+    ]
+    counted = tool.query("SELECT fault_code, COUNT(*) AS n FROM repair_records GROUP BY fault_code")
+    assert {r["fault_code"]: r["n"] for r in counted.rows} == {"SV0432": 2, "OT0500": 1}
+    assert [(c.table, c.key) for c in counted.citations] == [("repair_records", None)]
+    assert json.loads(json.dumps(result.to_dict()))["citations"][0]["key"] == {"id": 1}
+
+
+def test_sqlite_row_limits(sqlite_db):
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES, max_rows=2)
+    result = tool.query("SELECT id FROM repair_records ORDER BY id")
+    assert [r["id"] for r in result.rows] == [1, 2] and result.truncated
+    assert [r["id"] for r in tool.query("SELECT id FROM repair_records", limit=1).rows] == [1]
+    assert not tool.query("SELECT id FROM repair_records ORDER BY id LIMIT 1 OFFSET 1").truncated
+    for bad in (0, -1, "1; DROP TABLE machines", 1.5, True):
+        with pytest.raises(SqlQueryError, match="limit"):
+            tool.query("SELECT id FROM repair_records", limit=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES, max_rows=0)
+
+
+def test_sqlite_time_limit(sqlite_db):
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES, timeout=0.2)
+    slow = (
+        "SELECT COUNT(*) AS n FROM repair_records a JOIN repair_records b JOIN repair_records c "
+        "JOIN repair_records d JOIN repair_records e JOIN repair_records f JOIN repair_records g "
+        "JOIN repair_records h JOIN repair_records i JOIN repair_records j JOIN repair_records k "
+        "JOIN repair_records l JOIN repair_records m JOIN repair_records n JOIN repair_records o"
+    )
+    t0 = time.monotonic()
+    with pytest.raises(SqlQueryError, match="longer than"):
+        tool.query(slow)
+    assert time.monotonic() - t0 < 60  # interrupted, not run to the end (hours)
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_sqlite_refuses_writes_and_disallowed_reads(sqlite_db, sql):
+    before = _sqlite_state(sqlite_db)
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES)
+    with pytest.raises(SqlQueryError):
+        tool.query(sql)
+    assert _sqlite_state(sqlite_db) == before
+    assert not Path("/tmp/fastrag-evil.db").exists()
+
+
+def test_sqlite_values_are_always_bound(sqlite_db):
+    before = _sqlite_state(sqlite_db)
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES)
+    q = "SELECT id FROM repair_records WHERE fault_code = :code"
+    for value in (
+        "x' OR '1'='1",
+        "SV0432'; DROP TABLE repair_records; --",
+        "'); ATTACH DATABASE '/tmp/fastrag-evil.db' AS e; --",
+        ":code",
+        "%s",
+    ):
+        assert tool.query(q, {"code": value}).rows == []
+    assert [r["id"] for r in tool.query(q, {"code": "SV0432"}).rows] == [1, 2]
+    for params in (
+        {"code": ["SV0432"]},
+        {"code": {"a": 1}},
+        {"code": b"SV0432"},
+        {"code": "SV0432", "extra": 1},
+        {},
+        {"code) OR (1": "x"},
+    ):
+        with pytest.raises(SqlQueryError):
+            tool.query(q, params)
+    assert _sqlite_state(sqlite_db) == before
+
+
+def test_sqlite_connection_is_read_only_below_the_validator(sqlite_db):
+    """The authorizer and mode=ro refuse a write even if validation were bypassed."""
+    before = _sqlite_state(sqlite_db)
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES)
+    for sql in (
+        "DELETE FROM repair_records",
+        "UPDATE repair_records SET solution_text = 'x'",
+        "ATTACH DATABASE '/tmp/fastrag-evil.db' AS e",
+        "SELECT secret FROM repair_records",
+        "SELECT name FROM staff",
+    ):
+        with pytest.raises(SqlQueryError):
+            tool._run_sqlite(sql, {}, 10)
+    assert _sqlite_state(sqlite_db) == before
+
+
+def test_configuration_is_validated(sqlite_db):
+    url = f"sqlite:///{sqlite_db}"
+    for tables in ({}, {"a b": ["id"]}, {"t": []}, {"t": "id"}, {"t": ["id;"]}):
+        with pytest.raises(ConfigError):
+            fastrag.SqlTool(url, tables=tables)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        fastrag.SqlTool(url, tables=TABLES, keys={"machines": "model2"})
+    assert parse_sql_tables(["repair_records=id,fault_code", "machines=id"]) == {
+        "repair_records": ["id", "fault_code"],
+        "machines": ["id"],
+    }
+    with pytest.raises(ConfigError):
+        parse_sql_tables(["repair_records"])
+    with pytest.raises(ConfigError):
+        ServeSettings(kbs=(("a", "/x"),), sql=url)
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL cluster: (URL of a read-only role, superuser connect function)."""
+    psycopg = pytest.importorskip("psycopg")
+    bin_dir = _pg_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL server binaries are not installed (Debian: postgresql-15)")
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("runuser") is None:
+            pytest.skip("running as root without runuser: postgres refuses to run as root")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    root = Path(tempfile.mkdtemp(prefix="fastrag-pg-"))
+    data = root / "data"
+    if as_user:
+        shutil.chown(root, "postgres")
+    port = _free_port()
+
+    def run(*cmd: str) -> None:
+        subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120)
+
+    run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8")
+    run(
+        str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60",
+        "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start",
+    )  # fmt: skip
+    try:
+        admin = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("CREATE ROLE reader LOGIN")
+            conn.execute(SCHEMA[0].replace("INTEGER PRIMARY KEY", "INTEGER PRIMARY KEY"))
+            conn.execute(SCHEMA[1])
+            conn.execute(SCHEMA[2])
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO repair_records VALUES (%s, %s, %s, %s, %s)", ROWS)
+                cur.executemany("INSERT INTO machines VALUES (%s, %s)", MACHINES)
+            conn.execute("INSERT INTO staff VALUES (1, 'Alice')")
+            # The role could write: only the tool's read-only transaction stops it.
+            conn.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public "
+                         "TO reader")  # fmt: skip
+            conn.execute("GRANT CREATE ON SCHEMA public TO reader")
+
+        def state():
+            with psycopg.connect(admin) as conn:
+                out = {}
+                for t in ("repair_records", "machines", "staff"):
+                    out[t] = conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                out["tables"] = conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+                ).fetchall()
+                return out
+
+        yield f"postgresql+psycopg://reader@127.0.0.1:{port}/postgres", state
+    finally:
+        subprocess.run(
+            [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True, timeout=60,
+        )  # fmt: skip
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_postgres_rows_and_citations(postgres):
+    url, _ = postgres
+    tool = fastrag.SqlTool(url, tables=TABLES)
+    result = tool.query(
+        "SELECT solution_text FROM repair_records WHERE fault_code = :code ORDER BY id",
+        {"code": "SV0432"},
+    )
+    assert result.rows == [
+        {"solution_text": "Replace the spindle fan"},
+        {"solution_text": "Clean the amplifier filter"},
+    ]
+    assert [c.key for c in result.citations] == [{"id": 1}, {"id": 2}]
+    assert result.citations[0].source == url
+    like = tool.query(
+        "SELECT id FROM repair_records WHERE solution_text LIKE '%fan%' AND fault_code = :c",
+        {"c": "SV0432"},
+    )
+    assert [r["id"] for r in like.rows] == [1]
+    tool.close()
+
+
+def test_postgres_time_limit(postgres):
+    url, _ = postgres
+    tool = fastrag.SqlTool(url, tables=TABLES, timeout=0.3)
+    slow = (
+        "SELECT COUNT(*) AS n FROM repair_records a, repair_records b, repair_records c, "
+        "repair_records d, repair_records e, repair_records f, repair_records g, "
+        "repair_records h, repair_records i, repair_records j, repair_records k, "
+        "repair_records l, repair_records m, repair_records n, repair_records o, "
+        "repair_records p, repair_records q, repair_records r, repair_records s"
+    )
+    with pytest.raises(SqlQueryError, match="statement timeout"):
+        tool.query(slow)
+    tool.close()
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_postgres_refuses_writes_and_disallowed_reads(postgres, sql):
+    url, state = postgres
+    before = state()
+    tool = fastrag.SqlTool(url, tables=TABLES)
+    with pytest.raises(SqlQueryError):
+        tool.query(sql)
+    assert state() == before
+    tool.close()
+
+
+def test_postgres_values_bound_and_transaction_read_only_below_the_validator(postgres):
+    url, state = postgres
+    before = state()
+    tool = fastrag.SqlTool(url, tables=TABLES)
+    q = "SELECT id FROM repair_records WHERE fault_code = :code"
+    for value in ("x' OR '1'='1", "SV0432'; DROP TABLE repair_records; --", "%(code)s", "%s"):
+        assert tool.query(q, {"code": value}).rows == []
+    for sql in (
+        "DELETE FROM repair_records",
+        "INSERT INTO staff VALUES (2, 'Mallory')",
+        "CREATE TABLE evil (id int)",
+        "SET default_transaction_read_only = off",
+    ):
+        with contextlib.suppress(SqlQueryError):
+            tool._run_sqlalchemy(sql, {}, 10)
+    # A write a bypassed validator would send is refused by the read-only transaction.
+    with pytest.raises(SqlQueryError, match="read-only transaction"):
+        tool._run_sqlalchemy("DELETE FROM repair_records", {}, 10)
+    assert state() == before
+    tool.close()
+
+
+# -- over HTTP and MCP --------------------------------------------------------------------
+
+
+@pytest.fixture
+def sql_server(sqlite_db, tmp_path):
+    kb = save_kb([{"id": "a", "text": "Alarm SV0432: see the repair records."}], tmp_path / "kb")
+    settings = ServeSettings(
+        kbs=(("fanuc", str(kb)),), reload_interval=0, sql=f"sqlite:///{sqlite_db}",
+        sql_tables=TABLES,
+    )  # fmt: skip
+    with ThreadServer(settings) as s:
+        yield s
+
+
+def test_http_and_mcp_sql_tool(sql_server, sqlite_db):
+    before = _sqlite_state(sqlite_db)
+    with httpx.Client(base_url=sql_server.url, timeout=30) as http:
+        r = http.post(
+            "/v1/sql",
+            json={
+                "sql": "SELECT solution_text FROM repair_records WHERE fault_code = :code",
+                "params": {"code": "SV0432"},
+            },
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["columns"] == ["solution_text"] and len(body["rows"]) == 2
+        assert body["citations"][0]["table"] == "repair_records"
+        assert body["citations"][0]["key"] == {"id": 1}
+        for sql in ("DELETE FROM repair_records", "SELECT secret FROM repair_records"):
+            r = http.post("/v1/sql", json={"sql": sql})
+            assert r.status_code == 400 and r.json()["error"]["type"] == "sql_refused"
+        r = http.post("/v1/sql", json={"sql": "SELECT id FROM machines", "limit": "1; DROP"})
+        assert r.status_code == 400
+        r = http.post("/v1/sql", json={"sql": "SELECT id FROM machines", "params": {"a": [1]}})
+        assert r.status_code == 400
+
+    async def run():
+        async with contextlib.AsyncExitStack() as stack:
+            http = await stack.enter_async_context(httpx2.AsyncClient(timeout=30))
+            c = await stack.enter_async_context(
+                Client(streamable_http_client(sql_server.url + "/mcp", http_client=http))
+            )
+            names = {t.name for t in (await c.list_tools()).tools}
+            ok = await c.call_tool(
+                "sql_query",
+                {
+                    "sql": "SELECT model FROM machines WHERE id = :m",
+                    "params": {"m": "M1"},
+                    "limit": 5,
+                },
+            )
+            bad = await c.call_tool("sql_query", {"sql": "DROP TABLE machines"})
+            return names, ok, bad
+
+    names, ok, bad = anyio.run(run)
+    assert "sql_query" in names
+    body = json.loads(ok.content[0].text)
+    assert body["rows"] == [{"model": "FANUC-0iMD"}]
+    assert body["citations"] == [
+        {"source": f"sqlite:///{sqlite_db}", "table": "machines", "key": {"id": "M1"}}
+    ]
+    assert bad.is_error and "only SELECT" in bad.content[0].text
+    assert _sqlite_state(sqlite_db) == before
+
+
+def test_http_without_a_sql_source_is_404(tmp_path):
+    kb = save_kb([{"id": "a", "text": "Nothing here."}], tmp_path / "kb")
+    with ThreadServer(ServeSettings(kbs=(("a", str(kb)),), reload_interval=0)) as s:
+        r = httpx.post(s.url + "/v1/sql", json={"sql": "SELECT 1"}, timeout=30)
+    assert r.status_code == 404
