@@ -44,6 +44,7 @@ from ..errors import ConfigError
 from .filters import Principal
 
 __all__ = [
+    "ACL_STATISTICS",
     "MAX_K",
     "MAX_HISTORY_TURNS",
     "MAX_QUESTION_CHARS",
@@ -71,6 +72,9 @@ MAX_HISTORY_TURNS = 20
 HISTORY_ROLES = ("user", "assistant")
 
 GROUP_BY = (None, "doc")
+
+ACL_STATISTICS = (None, "per_principal", "global")
+"""Values of :attr:`RetrievalOptions.acl_statistics` (``None``: per principal when one is given)."""
 
 
 @dataclass(frozen=True)
@@ -218,13 +222,18 @@ class RetrievalOptions:
         ``"doc"``: the best chunk of each of the ``k`` best documents.
     threads : int, optional
         Threads for the kernels of this call.
-    acl_statistics : {"global", "per_principal"}, default "global"
-        BM25's statistics (row count, term document frequencies, mean
-        length) over every row (``"global"``, the fast default), or over the
-        rows ``where`` and ``principal`` admit (``"per_principal"``), so that
-        keyword scores, relevance and confidence cannot reveal whether a
-        document the caller may not read contains a query term. Slower
-        (numpy over the query terms' postings).
+    acl_statistics : {None, "per_principal", "global"}, default None
+        Which rows BM25's statistics (row count, term document frequencies,
+        mean length) are counted over. ``"per_principal"``: the rows
+        ``where`` and ``principal`` admit, so keyword scores, relevance and
+        confidence depend only on what the caller may read and cannot reveal
+        whether a document it may not read contains a query term.
+        ``"global"``: every row (the fastest; with a principal it *leaks*:
+        a caller can test words against hidden documents by watching a
+        visible hit's score). ``None`` (default): ``"per_principal"``
+        whenever a ``principal`` is given, ``"global"`` otherwise (a trusted
+        caller, for whom there is nothing hidden; a ``where`` filter alone
+        is not an access boundary). See :attr:`keyword_statistics`.
     """
 
     mode: str | None = None
@@ -235,14 +244,15 @@ class RetrievalOptions:
     reranker: Callable[..., Any] | None = None
     group_by: str | None = None
     threads: int | None = None
-    acl_statistics: str = "global"
+    acl_statistics: str | None = None
     history: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "history", check_history(self.history))
-        if self.acl_statistics not in ("global", "per_principal"):
+        if self.acl_statistics not in ACL_STATISTICS:
             raise ConfigError(
-                f"acl_statistics must be 'global' or 'per_principal', got {self.acl_statistics!r}"
+                "acl_statistics must be None, 'per_principal' or 'global', got "
+                f"{self.acl_statistics!r}"
             )
         if self.mode is not None:
             check_mode(self.mode)
@@ -263,6 +273,16 @@ class RetrievalOptions:
         if self.group_by not in GROUP_BY:
             raise ConfigError(f"group_by must be None or 'doc', got {self.group_by!r}")
         resolve_threads(self.threads)
+
+    @property
+    def keyword_statistics(self) -> str:
+        """``acl_statistics`` resolved: ``"per_principal"`` or ``"global"``.
+
+        ``None`` resolves to ``"per_principal"`` when a principal is given.
+        """
+        if self.acl_statistics is not None:
+            return self.acl_statistics
+        return "global" if self.principal is None else "per_principal"
 
     def replace(self, **changes: Any) -> RetrievalOptions:
         """A copy with some fields changed."""

@@ -69,6 +69,7 @@ from .schemas import (
     EmbeddingsRequest,
     RetrieveBatchRequest,
     RetrieveRequest,
+    check_acl_statistics,
     check_batch,
     check_k,
     parse,
@@ -412,6 +413,7 @@ def _retrieval_args(svc: Service, req: Any, caller: Caller) -> dict[str, Any]:
         "principal": caller.principal,
         "exact": req.exact,
         "rewrite": req.rewrite,
+        "acl_statistics": check_acl_statistics(req.acl_statistics, caller.principal is not None),
         "threads": svc.settings.threads,
     }
 
@@ -624,6 +626,7 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
         "mode": req.mode,
         "where": req.where,
         "principal": caller.principal,
+        "acl_statistics": check_acl_statistics(req.acl_statistics, caller.principal is not None),
         "threads": svc.settings.threads,
     }
     ident = f"chatcmpl-{uuid.uuid4().hex}"

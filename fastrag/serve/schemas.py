@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 Mode = Literal["hybrid", "vector", "keyword"]
+AclStatistics = Literal["per_principal", "global"]
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -41,6 +42,7 @@ class _Retrieval(_Body):
     where: dict[str, Any] | None = None
     exact: bool = False
     rewrite: bool = True
+    acl_statistics: AclStatistics | None = None
 
 
 class RetrieveRequest(_Retrieval):
@@ -116,10 +118,11 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(_Body):
-    """``POST /v1/chat/completions``: OpenAI's fields plus ``k``, ``mode`` and ``where``.
+    """``POST /v1/chat/completions``: OpenAI's fields plus retrieval options.
 
-    The fields that steer a model are accepted and ignored, since the answer comes from the
-    knowledge base.
+    The retrieval options are ``k``, ``mode``, ``where`` and ``acl_statistics``.
+    The fields that steer a model are accepted and ignored, since the answer
+    comes from the knowledge base.
     """
 
     model: str
@@ -129,6 +132,7 @@ class ChatRequest(_Body):
     k: int = 5
     mode: Mode | None = None
     where: dict[str, Any] | None = None
+    acl_statistics: AclStatistics | None = None
     n: int = 1
     # Accepted for compatibility; they do not change an answer drawn from the knowledge base.
     temperature: float | None = None
@@ -211,6 +215,25 @@ def check_k(k: int, max_k: int) -> int:
     if not 1 <= k <= max_k:
         raise RequestError(f"field 'k' must be between 1 and {max_k}, got {k}", type="out_of_range")
     return k
+
+
+def check_acl_statistics(value: str | None, keyed: bool) -> str | None:
+    """``acl_statistics`` of a request: ``"global"`` is refused (403) to a keyed caller.
+
+    Global keyword statistics let a caller with an ACL test words against the
+    documents it may not read (a visible hit's score moves when a hidden
+    document holds a query word), so only the trusted caller of a server
+    without keys, who can read everything, may choose them.
+    """
+    if value == "global" and keyed:
+        raise RequestError(
+            "field 'acl_statistics': 'global' keyword statistics would let a caller learn "
+            "which words the documents it may not read contain; a caller with an API key "
+            "gets 'per_principal'",
+            status=403,
+            type="not_allowed",
+        )
+    return value
 
 
 def check_batch(questions: list[str], max_batch: int) -> list[str]:
