@@ -41,6 +41,7 @@ from typing import Any
 
 from .._threads import resolve_threads
 from ..errors import ConfigError
+from ..text.utf8 import unicode_problem
 from .filters import Principal
 
 __all__ = [
@@ -184,7 +185,7 @@ def check_k(k: object) -> int:
 
 
 def check_question(question: object, limit: int, where: str = "question") -> str:
-    """Validate one question: a non-empty str of at most ``limit`` characters."""
+    """Validate one question: a non-empty str of at most ``limit`` characters, valid Unicode."""
     if not isinstance(question, str):
         raise ConfigError(f"{where} must be a str, got {type(question).__name__}")
     if not question.strip():
@@ -194,6 +195,9 @@ def check_question(question: object, limit: int, where: str = "question") -> str
             f"{where} has {len(question):,} characters, more than the limit of {limit:,} "
             "(RetrievalConfig.max_question_chars)"
         )
+    problem = unicode_problem(question)
+    if problem:
+        raise ConfigError(f"{where} {problem}")
     return question
 
 
