@@ -168,3 +168,29 @@ def test_http_accepts_the_field_and_refuses_global_to_keyed_callers(servers):
         assert _post(trusted, path, {**req, "acl_statistics": "global"}).status_code == 200
     r = _post(keyed, "/v1/retrieve", {**body, "acl_statistics": "everyone"}, KEY)
     assert r.status_code == 400 and "acl_statistics" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("n", "k"), [(400, 3), (400, 50), (60, 10)])
+def test_per_principal_top_k_equals_an_index_of_the_admitted_rows(n, k):
+    """Also where only the k best of many matching rows are sorted (ties kept by row)."""
+    import numpy as np
+
+    from fastrag.index.keyword import BM25Index
+    from fastrag.index.masked_bm25 import search_masked
+    from fastrag.text.tokenize import Tokenizer
+
+    rng = np.random.default_rng(n + k)
+    words = ["alpha", "beta", "gamma", "delta"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 4)))) for _ in range(n)]
+    mask = rng.random(n) < 0.5
+    tok = Tokenizer()
+    full = BM25Index.from_texts(texts, tok)
+    sub_rows = np.flatnonzero(mask)
+    sub = BM25Index.from_texts([texts[i] for i in sub_rows], tok)
+    tokens = tok.tokenize(["alpha", "alpha beta", "gamma delta delta"])
+    rows, scores, _ = search_masked(full, tokens, k, mask)
+    ref_rows, ref_scores = sub.search_tokens(tokens, k)
+    np.testing.assert_allclose(
+        np.where(rows >= 0, scores, 0), np.where(ref_rows >= 0, ref_scores, 0), rtol=1e-5
+    )
+    assert (np.where(ref_rows >= 0, sub_rows[np.maximum(ref_rows, 0)], -1) == rows).all()
