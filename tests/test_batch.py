@@ -4,6 +4,7 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import DOCS
 from fastrag.datasets import demo_documents
 
 from fastrag import KnowledgeBase
@@ -93,3 +94,29 @@ def test_summary_counts(demo_kb, qfile, tmp_path):
     assert s.questions == 30 and s.errors == 3 and s.answered == 27
     assert s.found + s.not_found == s.answered and s.found > 0 and s.not_found > 0
     assert 0 < s.cited_share <= 1 and s.skipped == 0
+
+
+@pytest.fixture(scope="module")
+def policies_kb() -> KnowledgeBase:
+    return KnowledgeBase.build(DOCS)
+
+
+@pytest.mark.parametrize("bad", ["leave \ud800 days", "", "   ", "x" * 20_000, 42, None])
+@pytest.mark.parametrize("output", ["table", "answers", "results"])
+def test_a_bad_question_fills_its_error_and_the_others_are_answered(policies_kb, bad, output):
+    kb = policies_kb
+    good = "How many days in advance must annual leave requests be submitted?"
+    out = kb.answer_batch([bad, good, bad], k=3, output=output)
+    if output == "table":
+        rows = out.to_pylist()
+        assert [r["query_index"] for r in rows] == [0, 1, 2]
+        assert rows[0]["error"] and not rows[0]["found"] and rows[2]["error"]
+        assert rows[1]["error"] is None and rows[1]["found"] and rows[1]["question"] == good
+        if isinstance(bad, str) and "\ud800" in bad:
+            assert "lone surrogate" in rows[0]["error"] and "\ufffd" in rows[0]["question"]
+    elif output == "answers":
+        assert out[0] is None and out[2] is None and out[1] is not None and out[1].found
+    else:
+        (a0, e0), (a1, e1), (a2, e2) = out
+        assert a0 is None and e0 and a2 is None and e2
+        assert a1 is not None and a1.found and e1 is None

@@ -249,7 +249,7 @@ def test_per_principal_keyword_statistics_close_the_side_channel():
     seen = {}
     for label, docs in (("without", visible), ("with", [*visible, hidden])):
         kb = KnowledgeBase.build(docs)
-        plain = kb.retrieve(q, k=3, mode="keyword", principal=staff)
+        plain = kb.retrieve(q, k=3, mode="keyword", principal=staff, acl_statistics="global")
         private = kb.retrieve(
             q, k=3, mode="keyword", principal=staff, acl_statistics="per_principal"
         )
@@ -260,7 +260,7 @@ def test_per_principal_keyword_statistics_close_the_side_channel():
         )
         ans = kb.answer(q, k=3, mode="keyword", principal=staff, acl_statistics="per_principal")
         seen[label + " confidence"] = ans.confidence
-    # Global statistics leak: a hidden document holding "falcon" changes what the caller sees.
+    # Global statistics (an explicit opt-out) leak: a hidden document holding "falcon" changes what the caller sees.
     assert [r for _, r in seen["without"][0]] != pytest.approx(
         [r for _, r in seen["with"][0]], abs=1e-4
     )
@@ -293,3 +293,28 @@ def test_per_principal_scores_equal_an_index_of_the_admitted_rows():
     )
     assert (np.where(ref_rows >= 0, sub_rows[np.maximum(ref_rows, 0)], -1) == rows).all()
     np.testing.assert_allclose(weights, sub.query_weights(tokens), rtol=1e-5)
+
+
+def test_full_width_digits_and_cut_values_reach_no_model_stage(server):
+    """The reported leak: a full-width phone (and an IP cut by a window) sent raw to models."""
+    from fastrag.answer.conflicts import LLMConflictCheck
+    from fastrag.answer.verify import LLMJudge
+
+    phone = "１３８１２３４５６７８"
+    ip = "192.168.10.77"
+    text = f"The leave policy gives 15 days a year; ask HR at {phone}. " + "x" * 150 + f" {ip} is "
+    cut = text.index(ip) + 5  # a window edge inside the address
+    docs = [{"id": "a", "text": text}, {"id": "b", "text": "The leave policy gives 20 days."}]
+    kb = KnowledgeBase.build(docs, window=cut, overlap=0)
+    assert any(h.text.rstrip().endswith(ip[:5]) for h in kb.retrieve("leave policy", k=5))
+    server.chat_answer = '{"rankings": [{"chunk_id": 0, "relevance_score": 0.9}]}'
+    with OpenAIChatGenerator(config=_config(server)) as gen:
+        kb.rewriter = LLMRewriter(gen)
+        kb.answer(
+            f"leave policy days? call {phone} or 192.168.10.77", k=4, generator=gen,
+            reranker=LLMReranker(gen), judge=LLMJudge(gen), detect_conflicts=LLMConflictCheck(gen),
+        )  # fmt: skip
+    sent = " ".join(str(r.body) for r in server.requests_to(CHAT))
+    assert len(server.requests_to(CHAT)) >= 4  # rewriter, reranker, generator, judge (+ conflicts)
+    for secret in (phone, "13812345678", "1381234", "１３８１２３４", ip, ".10.77", "168.10"):
+        assert secret not in sent, secret

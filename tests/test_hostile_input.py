@@ -118,3 +118,39 @@ def test_a_lone_surrogate_in_a_filter_or_principal_is_a_config_error(kb):
         kb.retrieve("leave", where={"team": "\ud800"})
     with pytest.raises(ConfigError, match="not valid text"):
         kb.retrieve("leave", principal=Principal(user="\ud800"))
+
+
+# -- lone surrogates in sync ids, document text and questions ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("doc", "named"),
+    [
+        (
+            {"id": "b\ud800", "text": "some text"},
+            r"id 'b\\ud800' is not valid Unicode .*character 1",
+        ),
+        ({"id": "b", "text": "some \udc00 text"}, r"document 'b'.*text is not valid Unicode.*5"),
+        ({"id": "b", "text": "some text", "team": "\ud800"}, "document 'b'.*metadata"),
+    ],
+)
+def test_sync_names_a_lone_surrogate_instead_of_a_type_error(kb, doc, named):
+    before = len(kb)
+    with pytest.raises(DocumentError, match=named):
+        kb.sync([doc])
+    with pytest.raises(DocumentError, match=named):
+        kb.sync([{"id": "ok", "text": "fine"}, doc])
+    assert len(kb) == before
+
+
+def test_a_lone_surrogate_in_document_text_names_the_document(kb):
+    with pytest.raises(DocumentError, match=r"document 'b'.*text .*lone surrogate.*character 3"):
+        kb.add([{"id": "b", "text": "abc\ud800"}])
+
+
+@pytest.mark.parametrize("method", ["retrieve", "answer", "retrieve_batch"])
+def test_a_lone_surrogate_in_a_question_is_named(kb, method):
+    question = "leave \ud800 days"
+    arg = [question] if method == "retrieve_batch" else question
+    with pytest.raises(ConfigError, match=r"question.*lone surrogate '\\ud800' at character 6"):
+        getattr(kb, method)(arg)

@@ -432,3 +432,157 @@ def test_redaction_is_idempotent(text):
     r = Redactor()
     once = r.redact(text).text
     assert r.redact(once).text == once
+
+
+# -- Unicode digits and separators: matched as ASCII, the original span replaced ----------------
+
+FULL_WIDTH = {chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)} | {" ": "\u3000"}
+DIGIT_SCRIPTS = {  # zero of each script's decimal digits
+    "fullwidth": 0xFF10,
+    "arabic-indic": 0x0660,
+    "devanagari": 0x0966,
+    "bengali": 0x09E6,
+    "thai": 0x0E50,
+}
+
+
+def in_script(value: str, zero: int) -> str:
+    return "".join(chr(zero + int(c)) if c.isdigit() else c for c in value)
+
+
+def full_width(value: str) -> str:
+    return "".join(FULL_WIDTH.get(c, c) for c in value)
+
+
+def test_the_reported_full_width_phone_is_redacted():
+    out = Redactor().redact("请致电１３８１２３４５６７８联系张三")
+    assert out.text == "请致电[PHONE]联系张三" and out.counts == {"PHONE": 1}
+
+
+@pytest.mark.parametrize("kind", list(GENERATORS))
+@pytest.mark.parametrize("script", list(DIGIT_SCRIPTS))
+def test_every_type_is_redacted_in_any_decimal_digits(kind, script):
+    rng = random.Random(f"script-{kind}-{script}")
+    redactor = Redactor()
+    misses = []
+    for _ in range(N // 4):
+        value = in_script(GENERATORS[kind](rng), DIGIT_SCRIPTS[script])
+        text = embed(rng, value)
+        out = redactor.redact(text)
+        if out.counts != {kind: 1} or out.text != text.replace(value, f"[{kind}]"):
+            misses.append((text, out))
+    assert not misses, misses[:5]
+
+
+@pytest.mark.parametrize("kind", list(GENERATORS))
+def test_every_type_is_redacted_written_full_width(kind):
+    rng = random.Random(f"fullwidth-{kind}")
+    redactor = Redactor()
+    misses = []
+    for _ in range(N // 4):
+        value = full_width(GENERATORS[kind](rng))  # digits, letters, @ . + - ( ) and spaces
+        text = embed(rng, value)
+        out = redactor.redact(text)
+        if out.counts != {kind: 1} or out.text != text.replace(value, f"[{kind}]"):
+            misses.append((text, out))
+    assert not misses, misses[:5]
+
+
+def test_other_dashes_and_spaces_separate_groups():
+    r = Redactor()
+    for sep in ("\u2010", "\u2011", "\u2013", "\u2212", "\uff0d", "\u00a0", "\u3000", "\u202f"):
+        text = f"tel 138{sep}1234{sep}5678 ok"
+        assert r.redact(text).text == "tel [PHONE] ok", repr(sep)
+
+
+def test_user_patterns_see_the_text_as_written_and_folded():
+    r = Redactor({"STAFF_ID": r"工号：\d{4}", "EMPLOYEE_ID": r"E\d{6}"}, types=())
+    out = r.redact("工号：1234，E１２３４５６，Ｅ654321")
+    assert out.text == "[STAFF_ID]，[EMPLOYEE_ID]，[EMPLOYEE_ID]"
+    assert out.counts == {"STAFF_ID": 1, "EMPLOYEE_ID": 2}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from("0123456789 -.+@abcXx年月日。，"), max_size=40),
+    st.sampled_from(list(DIGIT_SCRIPTS.values())),
+)
+def test_a_text_in_other_digits_redacts_like_its_ascii_twin(text, zero):
+    r = Redactor()
+    ascii_out = r.redact(text)
+    other = in_script(text, zero)
+    out = r.redact(other)
+    assert out.counts == ascii_out.counts
+    assert in_script(out.text, zero) == in_script(ascii_out.text, zero)  # same spans replaced
+
+
+# -- values cut by a window edge ------------------------------------------------------------------
+
+
+def _hit(text: str, start: int = 100) -> Hit:
+    return Hit(1, "d", 1, start, start + len(text), text, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "expected", "kind"),
+    [
+        (".10.77. is the gateway", 100, "[IPV4] is the gateway", "PARTIAL_IPV4"),
+        ("8.10.77 is the gateway", 100, "[IPV4] is the gateway", "PARTIAL_IPV4"),
+        ("the host is 192.168.", 0, "the host is [IPV4]", "PARTIAL_IPV4"),
+        ("the host is 192.168.1", 0, "the host is [IPV4]", "PARTIAL_IPV4"),
+        ("write to john.doe@exam", 0, "write to [EMAIL]", "PARTIAL_EMAIL"),
+        ("write to john.doe@", 0, "write to [EMAIL]", "PARTIAL_EMAIL"),
+        ("@example.com wrote back", 100, "[EMAIL] wrote back", "PARTIAL_EMAIL"),
+        ("call 138 1234", 0, "call [NUMBER]", "PARTIAL_NUMBER"),
+        ("call １３８１２３４", 0, "call [NUMBER]", "PARTIAL_NUMBER"),
+        ("２３４５６７８ is my mobile", 100, "[NUMBER] is my mobile", "PARTIAL_NUMBER"),
+        ("the host is １９２．１６８．", 0, "the host is [IPV4]", "PARTIAL_IPV4"),
+    ],
+)
+def test_a_value_cut_at_a_window_edge_is_redacted(text, start, expected, kind):
+    (out,), counts = Redactor().redact_hits([_hit(text, start)])
+    assert out.text == expected and counts == {kind: 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ".10.77. is the gateway",  # a document's first chunk starts nothing cut
+        "in 2019. We met",
+        "version 3.5 is out",
+    ],
+)
+def test_edges_that_cut_nothing_are_kept(text):
+    (out,), counts = Redactor().redact_hits([_hit(text, 0)])
+    assert (out.text, counts) == (text, {})
+    assert Redactor().redact_hits([_hit("price 12.5", 0)])[0][0].text == "price 12.5"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(list(GENERATORS)),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 60),
+    st.booleans(),
+)
+def test_no_long_run_of_a_value_survives_any_window_cut(kind, seed, cut, wide):
+    rng = random.Random(seed)
+    value = GENERATORS[kind](rng)
+    if wide:
+        value = full_width(value)
+    text = f"Contact {value} for details. " * 2
+    redactor = Redactor()
+    cut = min(cut, len(text) - 1)
+    pieces = [_hit(text[:cut], 0), _hit(text[cut:], cut)] if cut else [_hit(text, 0)]
+    out, _ = redactor.redact_hits(pieces)
+    shown = "".join(h.text for h in out)
+    folded = "".join(FULL_WIDTH_BACK.get(c, c) for c in shown)
+    plain = "".join(FULL_WIDTH_BACK.get(c, c) for c in value)
+    # no piece of the value longer than what a neighbour of a cut could hold harmlessly
+    runs = [plain[i : i + 8] for i in range(max(1, len(plain) - 7))]
+    if kind == "EMAIL":  # a local part cut before its "@" reads as a word: no test can tell
+        runs = [r for r in runs if "@" in r]
+    assert not any(run in folded for run in runs), (text, cut, shown)
+
+
+FULL_WIDTH_BACK = {v: k for k, v in FULL_WIDTH.items()}

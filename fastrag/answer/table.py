@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..text.utf8 import replace_surrogates
 from ..types import Answer
 
 __all__ = ["ANSWER_BATCH_SCHEMA", "answers_table"]
@@ -52,7 +53,8 @@ def answers_table(
     Parameters
     ----------
     questions : sequence
-        The questions as given (anything that is not a str is shown by ``repr``).
+        The questions as given (anything that is not a str is shown by ``repr``,
+        a lone surrogate as U+FFFD: Arrow strings are UTF-8).
     answers : sequence of Answer or None
         The answer of each question, None where it failed.
     errors : sequence of str or None
@@ -71,7 +73,10 @@ def answers_table(
     return pa.table(
         [
             pa.array(np.arange(len(questions), dtype=np.int32)),
-            pa.array([q if isinstance(q, str) else repr(q) for q in questions], pa.string()),
+            pa.array(
+                [replace_surrogates(q) if isinstance(q, str) else repr(q) for q in questions],
+                pa.string(),
+            ),
             col(lambda a: a.text, pa.string()),
             pa.array([bool(a and a.found) for a in answers], pa.bool_()),
             pa.array([[h.chunk_id for h in hs] for hs in hits], pa.list_(pa.int64())),

@@ -89,9 +89,16 @@ def search_masked(
             continue
         rows = np.concatenate(rows_parts)
         contrib = np.concatenate(score_parts).astype(np.float32)
-        uniq, inverse = np.unique(rows, return_inverse=True)
-        total = np.zeros(uniq.size, dtype=np.float32)
-        np.add.at(total, inverse, contrib)
+        if len(rows_parts) == 1:  # one term: each row once
+            uniq, total = rows, contrib
+        else:  # sum per row in the terms' order (float32, as the kernel)
+            uniq, inverse = np.unique(rows, return_inverse=True)
+            total = np.zeros(uniq.size, dtype=np.float32)
+            np.add.at(total, inverse, contrib)
+        if uniq.size > 4 * k:  # only the k best (and rows tied with the k-th) need sorting
+            kth = np.partition(-total, k - 1)[k - 1]
+            keep = -total <= kth
+            uniq, total = uniq[keep], total[keep]
         order = np.lexsort((uniq, -total))[:k]  # score descending, then the lower row
         out_rows[q, : order.size] = uniq[order]
         out_scores[q, : order.size] = total[order]

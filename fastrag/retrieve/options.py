@@ -42,9 +42,11 @@ from typing import Any
 from .._threads import resolve_threads
 from ..errors import ConfigError
 from ..text.route import ROUTES
+from ..text.utf8 import unicode_problem
 from .filters import Principal
 
 __all__ = [
+    "ACL_STATISTICS",
     "MAX_K",
     "MAX_HISTORY_TURNS",
     "MAX_QUESTION_CHARS",
@@ -72,6 +74,9 @@ MAX_HISTORY_TURNS = 20
 HISTORY_ROLES = ("user", "assistant")
 
 GROUP_BY = (None, "doc")
+
+ACL_STATISTICS = (None, "per_principal", "global")
+"""Values of :attr:`RetrievalOptions.acl_statistics` (``None``: per principal when one is given)."""
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,7 @@ def check_k(k: object, limit: int = MAX_K) -> int:
 
 
 def check_question(question: object, limit: int, where: str = "question") -> str:
-    """Validate one question: a non-empty str of at most ``limit`` characters."""
+    """Validate one question: a non-empty str of at most ``limit`` characters, valid Unicode."""
     if not isinstance(question, str):
         raise ConfigError(f"{where} must be a str, got {type(question).__name__}")
     if not question.strip():
@@ -193,6 +198,9 @@ def check_question(question: object, limit: int, where: str = "question") -> str
             f"{where} has {len(question):,} characters, more than the limit of {limit:,} "
             "(RetrievalConfig.max_question_chars)"
         )
+    problem = unicode_problem(question)
+    if problem:
+        raise ConfigError(f"{where} {problem}")
     return question
 
 
@@ -221,13 +229,18 @@ class RetrievalOptions:
         ``"doc"``: the best chunk of each of the ``k`` best documents.
     threads : int, optional
         Threads for the kernels of this call.
-    acl_statistics : {"global", "per_principal"}, default "global"
-        BM25's statistics (row count, term document frequencies, mean
-        length) over every row (``"global"``, the fast default), or over the
-        rows ``where`` and ``principal`` admit (``"per_principal"``), so that
-        keyword scores, relevance and confidence cannot reveal whether a
-        document the caller may not read contains a query term. Slower
-        (numpy over the query terms' postings).
+    acl_statistics : {None, "per_principal", "global"}, default None
+        Which rows BM25's statistics (row count, term document frequencies,
+        mean length) are counted over. ``"per_principal"``: the rows
+        ``where`` and ``principal`` admit, so keyword scores, relevance and
+        confidence depend only on what the caller may read and cannot reveal
+        whether a document it may not read contains a query term.
+        ``"global"``: every row (the fastest; with a principal it *leaks*:
+        a caller can test words against hidden documents by watching a
+        visible hit's score). ``None`` (default): ``"per_principal"``
+        whenever a ``principal`` is given, ``"global"`` otherwise (a trusted
+        caller, for whom there is nothing hidden; a ``where`` filter alone
+        is not an access boundary). See :attr:`keyword_statistics`.
     route : {"off", "auto", "code", "numeric", "natural", "mixed"}, default "off"
         Query routing: ``"auto"`` classifies each question with the rules of
         :mod:`fastrag.text.route` (code/identifier, numeric with units,
@@ -245,7 +258,7 @@ class RetrievalOptions:
     reranker: Callable[..., Any] | None = None
     group_by: str | None = None
     threads: int | None = None
-    acl_statistics: str = "global"
+    acl_statistics: str | None = None
     history: tuple[tuple[str, str], ...] = ()
     route: str = "off"
 
@@ -256,9 +269,10 @@ class RetrievalOptions:
                 f"got {self.route!r}"
             )
         object.__setattr__(self, "history", check_history(self.history))
-        if self.acl_statistics not in ("global", "per_principal"):
+        if self.acl_statistics not in ACL_STATISTICS:
             raise ConfigError(
-                f"acl_statistics must be 'global' or 'per_principal', got {self.acl_statistics!r}"
+                "acl_statistics must be None, 'per_principal' or 'global', got "
+                f"{self.acl_statistics!r}"
             )
         if self.mode is not None:
             check_mode(self.mode)
@@ -279,6 +293,16 @@ class RetrievalOptions:
         if self.group_by not in GROUP_BY:
             raise ConfigError(f"group_by must be None or 'doc', got {self.group_by!r}")
         resolve_threads(self.threads)
+
+    @property
+    def keyword_statistics(self) -> str:
+        """``acl_statistics`` resolved: ``"per_principal"`` or ``"global"``.
+
+        ``None`` resolves to ``"per_principal"`` when a principal is given.
+        """
+        if self.acl_statistics is not None:
+            return self.acl_statistics
+        return "global" if self.principal is None else "per_principal"
 
     def replace(self, **changes: Any) -> RetrievalOptions:
         """A copy with some fields changed."""

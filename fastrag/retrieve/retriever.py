@@ -377,7 +377,7 @@ class Retriever:
             assert keyword is not None
             tokens = keyword.tokenizer.tokenize([q.keywords for q in queries])
             private = (
-                options.acl_statistics == "per_principal"
+                options.keyword_statistics == "per_principal"
                 and mask is not None
                 and (options.principal is not None or options.where is not None)
             )

@@ -82,6 +82,7 @@ from .schemas import (
     RetrieveBatchRequest,
     RetrieveRequest,
     SqlRequest,
+    check_acl_statistics,
     check_batch,
     check_k,
     parse,
@@ -491,6 +492,7 @@ def _retrieval_args(svc: Service, req: Any, caller: Caller) -> dict[str, Any]:
         "principal": caller.principal,
         "exact": req.exact,
         "rewrite": req.rewrite,
+        "acl_statistics": check_acl_statistics(req.acl_statistics, caller.principal is not None),
         "threads": svc.settings.threads,
         **({"snapshot": req.snapshot} if req.snapshot is not None else {}),
     }
@@ -736,6 +738,7 @@ async def chat_completions(svc: Service, request: Request, caller: Caller) -> Re
         "mode": req.mode,
         "where": req.where,
         "principal": caller.principal,
+        "acl_statistics": check_acl_statistics(req.acl_statistics, caller.principal is not None),
         "threads": svc.settings.threads,
     }
     ident = f"chatcmpl-{uuid.uuid4().hex}"

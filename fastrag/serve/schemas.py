@@ -37,6 +37,7 @@ __all__ = [
 Mode = Literal["hybrid", "vector", "keyword"]
 K = Annotated[int, Strict()]
 """The type of ``k`` in every request body and MCP tool: an int, strictly (``true`` is refused)."""
+AclStatistics = Literal["per_principal", "global"]
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -53,6 +54,7 @@ class _Retrieval(_Body):
     rewrite: bool = True
     snapshot: str | None = Field(default=None, min_length=1, max_length=128)
     """A kept snapshot's id or tag to answer from (default: the served one)."""
+    acl_statistics: AclStatistics | None = None
 
 
 class RetrieveRequest(_Retrieval):
@@ -136,10 +138,11 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(_Body):
-    """``POST /v1/chat/completions``: OpenAI's fields plus ``k``, ``mode`` and ``where``.
+    """``POST /v1/chat/completions``: OpenAI's fields plus retrieval options.
 
-    The fields that steer a model are accepted and ignored, since the answer comes from the
-    knowledge base.
+    The retrieval options are ``k``, ``mode``, ``where`` and ``acl_statistics``.
+    The fields that steer a model are accepted and ignored, since the answer
+    comes from the knowledge base.
     """
 
     model: str
@@ -149,6 +152,7 @@ class ChatRequest(_Body):
     k: K = 5
     mode: Mode | None = None
     where: dict[str, Any] | None = None
+    acl_statistics: AclStatistics | None = None
     n: int = 1
     # Accepted for compatibility; they do not change an answer drawn from the knowledge base.
     temperature: float | None = None
@@ -237,6 +241,25 @@ def check_k(k: object, max_k: int) -> int:
     except ConfigError as exc:
         kind = "out_of_range" if isinstance(k, int) and not isinstance(k, bool) else "wrong_type"
         raise RequestError(f"field 'k': {exc}", type=kind) from None
+
+
+def check_acl_statistics(value: str | None, keyed: bool) -> str | None:
+    """``acl_statistics`` of a request: ``"global"`` is refused (403) to a keyed caller.
+
+    Global keyword statistics let a caller with an ACL test words against the
+    documents it may not read (a visible hit's score moves when a hidden
+    document holds a query word), so only the trusted caller of a server
+    without keys, who can read everything, may choose them.
+    """
+    if value == "global" and keyed:
+        raise RequestError(
+            "field 'acl_statistics': 'global' keyword statistics would let a caller learn "
+            "which words the documents it may not read contain; a caller with an API key "
+            "gets 'per_principal'",
+            status=403,
+            type="not_allowed",
+        )
+    return value
 
 
 def check_batch(questions: list[str], max_batch: int) -> list[str]:

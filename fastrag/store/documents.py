@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import orjson
 
 from ..errors import DocumentError
+from ..text.utf8 import unicode_problem
 from ..types import Document
 
 __all__ = [
@@ -25,17 +25,6 @@ RESERVED_FIELDS = ("title", "source", "updated_at", "acl")
 """Metadata fields with a column of their own; every other field goes to ``metadata``."""
 
 _UTC = _dt.timezone.utc
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _unicode_problem(value: str) -> str | None:
-    """Why ``value`` cannot be stored as UTF-8 (a lone surrogate), or ``None``."""
-    if value.isascii():
-        return None
-    bad = _SURROGATE.search(value)
-    if bad is None:
-        return None
-    return f"is not valid Unicode (a lone surrogate {bad.group()!r} at character {bad.start()})"
 
 
 @dataclass(slots=True)
@@ -91,7 +80,7 @@ def _optional_str(value: Any, name: str, where: str) -> str | None:
         return value
     if not isinstance(value, str):
         raise DocumentError(f"{where}: {name} must be a string, got {type(value).__name__}")
-    problem = _unicode_problem(value)
+    problem = unicode_problem(value)
     if problem:
         raise DocumentError(f"{where}: {name} {value!r} {problem}")
     return value
@@ -108,7 +97,7 @@ def _acl(value: Any, where: str) -> list[str] | None:
     for p in out:
         if not isinstance(p, str) or not p:
             raise DocumentError(f"{where}: acl entries must be non-empty strings, got {p!r}")
-        problem = _unicode_problem(p)
+        problem = unicode_problem(p)
         if problem:
             raise DocumentError(f"{where}: acl entry {p!r} {problem}")
     return out
@@ -140,13 +129,16 @@ def _split(doc: Any, index: int | None) -> tuple[str, str, Mapping[str, Any]]:
         raise DocumentError(f"document{at}: id must be a string, got {type(doc_id).__name__}")
     if not doc_id.strip():
         raise DocumentError(f"document{at}: id is empty")
-    problem = _unicode_problem(doc_id)
+    problem = unicode_problem(doc_id)
     if problem:
         raise DocumentError(f"document{at}: id {doc_id!r} {problem}")
     if not isinstance(text, str):
         raise DocumentError(
             f"document {doc_id!r}{paren}: text must be a string, got {type(text).__name__}"
         )
+    problem = unicode_problem(text)
+    if problem:
+        raise DocumentError(f"document {doc_id!r}{paren}: text {problem}")
     if type(meta) is not dict and not isinstance(meta, Mapping):
         raise DocumentError(f"document {doc_id!r}{paren}: metadata must be a mapping")
     return doc_id, text, meta
@@ -181,13 +173,15 @@ def _record(doc: Any, index: int | None) -> _Record:
     )
 
 
-def validate_document(doc: Any) -> str:
+def validate_document(doc: Any, index: int | None = None) -> str:
     """Check one document as :func:`iter_batches` would; return its id.
 
     Parameters
     ----------
     doc : Document or mapping
         A document with ``id`` and ``text``.
+    index : int, optional
+        Its position in the caller's input, for messages.
 
     Returns
     -------
@@ -200,7 +194,7 @@ def validate_document(doc: Any) -> str:
         The document is malformed (the message says how, and names its id
         when it has a usable one).
     """
-    return _record(doc, None)[0]
+    return _record(doc, index)[0]
 
 
 def iter_batches(

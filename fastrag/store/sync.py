@@ -35,8 +35,10 @@ import orjson
 import pyarrow as pa
 
 from ..errors import DocumentError, DuplicateDocumentError, MissingDependencyError, SourceError
+from ..text.utf8 import unicode_problem
 from ..types import Document
 from .chunks import ChunkStore, instance_starts
+from .documents import validate_document
 from .loaders import FileSource, OnError, SqlSource, WebSource, row_sha256
 
 __all__ = [
@@ -231,6 +233,9 @@ def plan_sync(
         doc_id = doc["id"]
         if not isinstance(doc_id, str):
             raise DocumentError(f"{origin}: document ids are strings, got {type(doc_id).__name__}")
+        problem = unicode_problem(doc_id)
+        if problem:
+            raise DocumentError(f"{origin}: document id {doc_id!r} {problem}")
         if doc_id in seen:
             raise DuplicateDocumentError(
                 f"document id {doc_id!r} comes from {seen[doc_id]} and again from {origin}"
@@ -292,6 +297,7 @@ def plan_sync(
                 take(doc, origin)
         else:
             doc = _as_dict(item, index)
+            validate_document(doc, index)  # before hashing: a lone surrogate cannot be hashed
             if not isinstance(doc.get("origin_sha256"), str):
                 doc["origin_sha256"] = row_sha256(doc)
             named = doc.get("origin") if isinstance(doc.get("origin"), str) else None

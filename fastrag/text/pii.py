@@ -35,6 +35,15 @@ amounts, versions and timestamps of other lengths stay as they are. An
 Landline numbers without a ``+`` country code, 15-digit first-generation ID
 numbers, IDs or cards split over lines, and IPv6 addresses are not detected.
 
+Digits and separators are matched in any of their Unicode forms: the text
+is first folded (:func:`fold`: every Unicode decimal digit -- full-width
+``１３８``, Arabic-Indic, Devanagari, ... -- to its ASCII digit, full-width
+ASCII forms such as ``＠``, ``．``, ``＋``, ``－`` and letters to ASCII as NFKC
+maps them, other dashes to ``-`` and other spaces to `` ``), one character
+for one so that offsets hold, the patterns run on the fold, and the spans
+they find are replaced in the text as written. User patterns run on both the
+fold and the text as written (a pattern may spell a full-width ``：``).
+
 Each type is one precompiled regex pass with its validator, skipped outright
 when a cheap scan shows the text cannot hold it (no ``@``; no digit-dot-digit;
 no run of 7 digits), so clean text costs a few microseconds.
@@ -54,14 +63,24 @@ type, and never holds the values.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..types import Hit
 
-__all__ = ["BUILTIN_TYPES", "Redaction", "Redactor", "id_card_valid", "luhn_valid", "redact_hits"]
+__all__ = [
+    "BUILTIN_TYPES",
+    "Redaction",
+    "Redactor",
+    "fold",
+    "id_card_valid",
+    "luhn_valid",
+    "redact_hits",
+]
 
 BUILTIN_TYPES = ("EMAIL", "IPV4", "ID_CARD", "BANK_CARD", "PHONE")
 """The built-in PII types, in the order they are applied."""
@@ -182,6 +201,83 @@ _BUILTIN: dict[str, _Rule] = {
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
+# -- folding: what is matched is the text with Unicode digits and separators made ASCII -------
+
+_SPACES = "\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000"
+_DASHES = "\u2010-\u2015\u2212\ufe58\ufe63"
+# Full-width ASCII forms, less the CJK punctuation no pattern reads (！，：；？), which is
+# frequent in Chinese text: text without a foldable character is not copied.
+_FULL_WIDTH = "\uff02-\uff0b\uff0d-\uff19\uff1c-\uff1e\uff20-\uff5e"
+_FOLDABLE = re.compile(rf"(?:(?![0-9])\d)|[{_FULL_WIDTH}{_SPACES}{_DASHES}]")
+_DASH_SET = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63")
+
+
+@functools.lru_cache(maxsize=1024)
+def _fold_char(ch: str) -> str:
+    cp = ord(ch)
+    if 0xFF01 <= cp <= 0xFF5E:  # full-width ASCII (digits, letters, @ . + - ( ) ...)
+        return chr(cp - 0xFEE0)
+    if ch.isdecimal():  # any script's decimal digit
+        return str(unicodedata.decimal(ch))
+    return "-" if ch in _DASH_SET else " "
+
+
+def _fold_match(match: re.Match[str]) -> str:
+    return _fold_char(match.group())
+
+
+def fold(text: str) -> str:
+    """``text`` as the PII patterns read it: one ASCII character for each foldable one.
+
+    Every Unicode decimal digit (``１``, ``٣``, ``७`` ...) becomes its ASCII
+    digit, full-width ASCII forms (U+FF01-U+FF5E: ``＠``, ``．``, ``＋``,
+    ``－``, letters; not the punctuation ``！，：；？`` no pattern reads)
+    their ASCII characters (as NFKC maps them), other
+    dashes and minus signs ``-`` and other spaces (no-break, ideographic,
+    ...) `` ``. Each character maps to exactly one, so a span of the folded
+    text is the same span of ``text``: matches are found in the fold and the
+    original characters replaced. ASCII text, and text with nothing to
+    fold, is returned as is (the same object).
+
+    Parameters
+    ----------
+    text : str
+        Any text.
+
+    Returns
+    -------
+    str
+        The folded text, ``len(text)`` characters long.
+    """
+    if text.isascii() or _FOLDABLE.search(text) is None:
+        return text
+    return _FOLDABLE.sub(_fold_match, text)
+
+
+def _replace(text: str, spans: Sequence[tuple[int, int]], placeholder: str) -> str:
+    """``text`` with each of the sorted, disjoint ``spans`` replaced by ``placeholder``."""
+    parts, at = [], 0
+    for lo, hi in spans:
+        parts.append(text[at:lo])
+        parts.append(placeholder)
+        at = hi
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def _union(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans covering ``a`` and ``b``, overlapping ones merged."""
+    if not b:
+        return a
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(a + b):
+        if out and lo < out[-1][1]:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Redaction:
     """A redacted text and how many items of each type were replaced.
@@ -279,38 +375,44 @@ class Redactor:
         Redaction
             The new text and the counts per type.
         """
+        out, _, counts = self._redact(text, fold(text))
+        return Redaction(out, counts)
+
+    def _redact(self, text: str, folded: str) -> tuple[str, str, dict[str, int]]:
+        """Redact ``text`` by the matches in ``folded`` (its :func:`fold`, same length).
+
+        Returns the redacted text, its folded twin (placeholders at the same
+        places) and the counts.
+        """
         counts: dict[str, int] = {}
+        same = folded is text
         long_number: bool | None = None  # computed once, again only if the text changed
         for name, pattern, check, hint in self._rules:
             if hint == "at":
-                if "@" not in text:
+                if "@" not in folded:
                     continue
             elif hint == "long":
                 if long_number is None:
-                    long_number = _LONG_NUMBER.search(text) is not None
+                    long_number = _LONG_NUMBER.search(folded) is not None
                 if not long_number:
                     continue
-            elif hint == "ip" and _IP_HINT.search(text) is None:
+            elif hint == "ip" and _IP_HINT.search(folded) is None:
+                continue
+            spans = [
+                m.span()
+                for m in pattern.finditer(folded)
+                if m.group() and (check is None or check(m))
+            ]
+            if hint is None and not same:  # a user pattern: also as written (it may hold "：")
+                spans = _union(spans, [m.span() for m in pattern.finditer(text) if m.group()])
+            if not spans:
                 continue
             placeholder = f"[{name}]"
-            n = 0
-
-            def replace(
-                match: re.Match[str],
-                placeholder: str = placeholder,
-                check: Callable[[re.Match[str]], bool] | None = check,
-            ) -> str:
-                nonlocal n
-                if not match.group() or (check is not None and not check(match)):
-                    return match.group()
-                n += 1
-                return placeholder
-
-            text = pattern.sub(replace, text)
-            if n:
-                counts[name] = counts.get(name, 0) + n
-                long_number = None
-        return Redaction(text, counts)
+            text = _replace(text, spans, placeholder)
+            folded = text if same else _replace(folded, spans, placeholder)
+            counts[name] = counts.get(name, 0) + len(spans)
+            long_number = None
+        return text, folded, counts
 
     __call__ = redact
 
@@ -318,12 +420,25 @@ class Redactor:
         """Redact the text of each hit, and digit runs its window may have cut.
 
         A window (or a merged block) can begin or end in the middle of a
-        number: a card number cut by two windows is no longer a card number
-        in either, and would pass whole-number matching. So a run of at least
-        :data:`EDGE_DIGITS` digits (grouped by single spaces or dashes or not)
-        touching the end of a hit, or its start when the hit does not start
-        its document (``start > 0``), is replaced by ``[NUMBER]`` (counted as
-        ``PARTIAL_NUMBER``): conservative, as it may be part of an identifier.
+        value: a card number cut by two windows is no longer a card number
+        in either, and would pass whole-value matching. So at the end of a
+        hit, and at its start when the hit does not start its document
+        (``start > 0``), a fragment that looks like a piece of a value is
+        replaced too (conservative: the same text is whole, and matched as a
+        whole, in the neighbouring window that overlaps it):
+
+        - a run of at least :data:`EDGE_DIGITS` digits, grouped by spaces,
+          dashes or parentheses or not (a phone, card or ID number), by
+          ``[NUMBER]`` (counted as ``PARTIAL_NUMBER``);
+        - a run of digits and dots with two dots or more, or a leading dot
+          at a cut start (``.10.77.``: part of an IPv4 address), by
+          ``[IPV4]`` (``PARTIAL_IPV4``);
+        - e-mail characters around an ``@`` (``john.doe@exam``,
+          ``@example.com``), by ``[EMAIL]`` (``PARTIAL_EMAIL``).
+
+        Fragments are found in the folded text (:func:`fold`: full-width and
+        other Unicode digits and separators), as whole values are. A local
+        part cut before its ``@`` reads as a word and is not detected.
 
         Parameters
         ----------
@@ -341,14 +456,12 @@ class Redactor:
         out: list[Hit] = []
         counts: dict[str, int] = {}
         for hit in hits:
-            red = self.redact(hit.text)
-            text, cut = _cut_edges(red.text, hit.start > 0)
-            if cut:
-                red = Redaction(text, {**red.counts, PARTIAL_NUMBER: cut})
-            if red.counts:
-                hit = dataclasses.replace(hit, text=red.text)
-                for name, n in red.counts.items():
-                    counts[name] = counts.get(name, 0) + n
+            text, folded, found = self._redact(hit.text, fold(hit.text))
+            text, cut = _cut_edges(text, folded, hit.start > 0)
+            for name, n in (*found.items(), *cut.items()):
+                counts[name] = counts.get(name, 0) + n
+            if found or cut:
+                hit = dataclasses.replace(hit, text=text)
             out.append(hit)
         return out, counts
 
@@ -359,27 +472,66 @@ EDGE_DIGITS = 5
 PARTIAL_NUMBER = "PARTIAL_NUMBER"
 """Type name of a digit run at a cut window edge (placeholder ``[NUMBER]``)."""
 
-_HEAD = re.compile(r"^\d(?:[ -]?\d)*")
-_TAIL = re.compile(r"\d(?:[ -]?\d)*$")
+PARTIAL_IPV4 = "PARTIAL_IPV4"
+"""Type name of a dotted digit run at a cut window edge (placeholder ``[IPV4]``)."""
+
+PARTIAL_EMAIL = "PARTIAL_EMAIL"
+"""Type name of e-mail characters around an ``@`` at a cut window edge (``[EMAIL]``)."""
+
+_RUN = r"\d(?:[ ()-]{0,3}\d)*"  # digits grouped by spaces, dashes, parentheses
+_HEAD = re.compile(rf"^[ ()+-]*{_RUN}")
+_TAIL = re.compile(rf"{_RUN}[ ()+-]*$")
+_DOTTED_HEAD = re.compile(r"^[\d.]*\d[\d.]*")
+_DOTTED_TAIL = re.compile(r"[\d.]*\d[\d.]*$")
+_EMAIL_CHARS = r"[A-Za-z0-9._%+-]"
+_EMAIL_HEAD = re.compile(rf"^{_EMAIL_CHARS}*@[A-Za-z0-9.-]*")
+_EMAIL_TAIL = re.compile(rf"{_EMAIL_CHARS}*@[A-Za-z0-9.-]*$")
 
 
 def _digits(s: str) -> int:
     return sum(c.isdigit() for c in s)
 
 
-def _cut_edges(text: str, cut_start: bool) -> tuple[str, int]:
-    """Replace long digit runs at the end (and, when ``cut_start``, the start) by ``[NUMBER]``."""
-    n = 0
-    tail = _TAIL.search(text)
-    if tail is not None and _digits(tail.group()) >= EDGE_DIGITS:
-        text = text[: tail.start()] + "[NUMBER]"
-        n += 1
-    if cut_start:
-        head = _HEAD.match(text)
-        if head is not None and _digits(head.group()) >= EDGE_DIGITS:
-            text = "[NUMBER]" + text[head.end() :]
-            n += 1
-    return text, n
+def _number_fragment(s: str, head: bool) -> bool:
+    return _digits(s) >= EDGE_DIGITS
+
+
+def _ip_fragment(s: str, head: bool) -> bool:
+    return _digits(s) >= 1 and (s.count(".") >= 2 or (head and s[0] == "." and len(s) > 1))
+
+
+def _email_fragment(s: str, head: bool) -> bool:
+    return len(s) > 1
+
+
+# (type, placeholder, head pattern, tail pattern, test), applied in this order
+_FRAGMENTS = (
+    (PARTIAL_EMAIL, "[EMAIL]", _EMAIL_HEAD, _EMAIL_TAIL, _email_fragment),
+    (PARTIAL_IPV4, "[IPV4]", _DOTTED_HEAD, _DOTTED_TAIL, _ip_fragment),
+    (PARTIAL_NUMBER, "[NUMBER]", _HEAD, _TAIL, _number_fragment),
+)
+
+
+def _cut_edges(text: str, folded: str, cut_start: bool) -> tuple[str, dict[str, int]]:
+    """Replace value fragments at the end (and, when ``cut_start``, the start) of ``text``.
+
+    ``folded`` is ``text`` folded (:func:`fold`, same length): the patterns
+    read it and the spans found are replaced in both.
+    """
+    counts: dict[str, int] = {}
+    for name, placeholder, head_re, tail_re, test in _FRAGMENTS:
+        tail = tail_re.search(folded)
+        if tail is not None and test(tail.group(), False):
+            text = text[: tail.start()] + placeholder
+            folded = folded[: tail.start()] + placeholder
+            counts[name] = counts.get(name, 0) + 1
+        if cut_start:
+            head = head_re.match(folded)
+            if head is not None and test(head.group(), True):
+                text = placeholder + text[head.end() :]
+                folded = placeholder + folded[head.end() :]
+                counts[name] = counts.get(name, 0) + 1
+    return text, counts
 
 
 _DEFAULT: Redactor | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -9,7 +10,32 @@ import pyarrow as pa
 
 from ..errors import DocumentError
 
-__all__ = ["encode_utf8", "utf8_buffers"]
+__all__ = ["encode_utf8", "replace_surrogates", "unicode_problem", "utf8_buffers"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_problem(value: str) -> str | None:
+    r"""Why ``value`` cannot be encoded as UTF-8 (a lone surrogate, and where), or ``None``.
+
+    Parameters
+    ----------
+    value : str
+        Any string (an ASCII one is answered without a scan).
+
+    Returns
+    -------
+    str or None
+        ``"is not valid Unicode (a lone surrogate '\ud800' at character 3)"``,
+        to follow the name of what was checked; ``None`` when it encodes.
+    """
+    if value.isascii():
+        return None
+    bad = _SURROGATE.search(value)
+    if bad is None:
+        return None
+    return f"is not valid Unicode (a lone surrogate {bad.group()!r} at character {bad.start()})"
+
 
 _SMALL = 64  # below this many texts, plain Python beats building an Arrow array
 
@@ -46,6 +72,11 @@ def utf8_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     else:
         data = np.frombuffer(data_buf, dtype=np.uint8)
     return data, offsets
+
+
+def replace_surrogates(value: str) -> str:
+    """``value`` with each lone surrogate replaced by U+FFFD, so that it encodes as UTF-8."""
+    return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
 
 
 def encode_utf8(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

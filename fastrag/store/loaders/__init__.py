@@ -37,6 +37,7 @@ from typing import Any, TypeGuard
 import orjson
 
 from ...errors import (
+    DocumentError,
     MissingDependencyError,
     SourceError,
     SourceRefusedError,
@@ -83,11 +84,14 @@ def _sha256_file(path: Path) -> str:
 
 def row_sha256(doc: dict[str, Any]) -> str:
     """SHA-256 of a document's id, text and metadata (canonical JSON, keys sorted)."""
-    payload = orjson.dumps(
-        {k: v for k, v in doc.items() if k != "origin_sha256"},
-        option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
-        default=str,
-    )
+    try:
+        payload = orjson.dumps(
+            {k: v for k, v in doc.items() if k != "origin_sha256"},
+            option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        )
+    except TypeError as exc:  # orjson: a lone surrogate in a key or value, a bad default
+        raise DocumentError(f"document {doc.get('id')!r} cannot be hashed: {exc}") from exc
     return hashlib.sha256(payload).hexdigest()
 
 
