@@ -33,8 +33,10 @@ from .embed.base import Embedder, check_embedder, query_vectors
 from .embed.vocabulary import VocabularyEmbedder
 from .errors import ConfigError, DocumentError, SearchIndexError, StoreCorruptedError
 from .index.hnsw import HnswConfig
+from .index.stores import StoreIndex, VectorStore, is_store_spec, parse_store
 from .retrieve import corpus as corpora
 from .retrieve.corpus import Corpus
+from .retrieve.filters import pushdown
 from .retrieve.masks import eligible_rows
 from .retrieve.options import RetrievalConfig, RetrievalOptions, check_k, check_question
 from .retrieve.persist import Settings, describe, open_corpus, save_corpus
@@ -55,10 +57,15 @@ INDEX_KINDS = ("exact", "hnsw")
 AnyGenerator = Generator | Callable[..., Any] | None
 
 
-def _check_index(index: str, *, allow_auto: bool) -> str:
+def _check_index(index: str | VectorStore, *, allow_auto: bool) -> str | VectorStore:
+    if is_store_spec(index):
+        return parse_store(index)  # type: ignore[arg-type]
     kinds = INDEX_KINDS + (("auto",) if allow_auto else ())
     if index not in kinds:
-        raise ConfigError(f"index must be one of {', '.join(map(repr, kinds))}; got {index!r}")
+        raise ConfigError(
+            f"index must be one of {', '.join(map(repr, kinds))} or a vector store "
+            f"('faiss', 'lancedb:/dir', 'qdrant:/dir', 'milvus:/file.db', ...); got {index!r}"
+        )
     return index
 
 
@@ -97,7 +104,8 @@ class KnowledgeBase:
     @classmethod
     def build(
         cls, docs: Iterable[Any], *, window: int = 200, overlap: int = 40,
-        chunking: str = "windows", embedder: Embedder | None = None, index: str = "exact",
+        chunking: str = "windows", embedder: Embedder | None = None,
+        index: str | VectorStore = "exact",
         hnsw: HnswConfig | dict[str, Any] | None = None, keyword: bool = True,
         tokenizer: Tokenizer | None = None, retrieval: RetrievalConfig | None = None,
         rewriter: Any = None, threads: int | None = None,
@@ -111,9 +119,13 @@ class KnowledgeBase:
         headings, paragraphs, list items and table rows packed up to
         ``window``, each chunk with its heading path as ``section``).
         ``embedder`` defaults to a :class:`~fastrag.VocabularyEmbedder`
-        fitted on the chunks; ``index`` is ``"exact"``, ``"hnsw"`` or
+        fitted on the chunks; ``index`` is ``"exact"``, ``"hnsw"``,
         ``"auto"`` (exact below 5,000 chunks or when HNSW recall@10 is under
-        0.95); ``keyword`` builds the BM25 indexes (``tokenizer`` default
+        0.95), or an external vector store: ``"faiss"``,
+        ``"faiss:IVF1024,Flat"``, ``"lancedb:/abs/dir"``, ``"qdrant:/abs/dir"``,
+        ``"qdrant://host:6333"``, ``"milvus:/abs/file.db"``,
+        ``"milvus://host:19530"`` or a :class:`~fastrag.index.stores.VectorStore`
+        (README, "Vector stores"); ``keyword`` builds the BM25 indexes (``tokenizer`` default
         ``Tokenizer(stem="porter")``); ``retrieval`` sets the default mode,
         fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch.
         """
@@ -139,12 +151,12 @@ class KnowledgeBase:
 
     def set_index(
         self,
-        index: str,
+        index: str | VectorStore,
         *,
         hnsw: HnswConfig | dict[str, Any] | None = None,
         threads: int | None = None,
     ) -> str:
-        """Switch the vector index (``"exact"``, ``"hnsw"`` or ``"auto"``); return the one used."""
+        """Switch the vector index (exact, hnsw, auto or a store); return the kind in use."""
         index = _check_index(index, allow_auto=True)
         config = _hnsw_config(hnsw) if hnsw is not None else self._settings.hnsw
         with self._lock:
@@ -328,7 +340,7 @@ class KnowledgeBase:
 
     @property
     def index(self) -> str:
-        """The vector index in use: ``"exact"`` or ``"hnsw"``."""
+        """The vector index in use: ``"exact"``, ``"hnsw"`` or a store's engine (``"faiss"``...)."""
         return self._settings.index
 
     @property
@@ -382,6 +394,11 @@ class KnowledgeBase:
         c = self._corpus
         k = min(check_k(k), max(1, c.store.n_rows))
         mask = eligible_rows(c.store, where, principal)
+        if isinstance(c.vectors, StoreIndex):
+            return c.vectors.search(
+                query_vectors, k, mask=mask, exact=exact, threads=threads,
+                pushdown=pushdown(where, principal),
+            )  # fmt: skip
         return c.vectors.search(query_vectors, k, mask=mask, exact=exact, threads=threads)
 
     def hits(
