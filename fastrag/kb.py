@@ -618,10 +618,12 @@ class KnowledgeBase:
         )
 
     def close(self) -> None:
-        """Close the embedder's network connections, if it has any (reopened when used again)."""
+        """Close the embedder's and the vector store's connections (reopened when used again)."""
         close = getattr(self._corpus.embedder, "close", None)
         if callable(close):
             close()
+        if self._corpus.external is not None:
+            self._corpus.external.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self

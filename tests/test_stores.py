@@ -35,7 +35,7 @@ def _spec(engine: str, tmp_path) -> str:
     }[engine]
 
 
-@pytest.fixture(params=sorted(ENGINES))
+@pytest.fixture(scope="module", params=sorted(ENGINES))
 def engine(request):
     if importlib.util.find_spec(ENGINES[request.param]) is None:
         pytest.skip(f"{ENGINES[request.param]} is not installed")
@@ -90,6 +90,7 @@ def _same(kb, ref, k=8, **options):
 
 @pytest.fixture
 def pair(engine, tmp_path):
+    """A knowledge base in the store and its exact twin, for tests that change them."""
     docs = _docs(24)
     kb = _build(docs, _spec(engine, tmp_path))
     ref = _build(docs, "exact")
@@ -97,8 +98,18 @@ def pair(engine, tmp_path):
     kb.close()
 
 
-def test_build_vector_and_hybrid_identical_to_exact(pair, engine):
-    kb, ref = pair
+@pytest.fixture(scope="module")
+def shared(engine, tmp_path_factory):
+    """The same, built once per engine, for tests that only read."""
+    docs = _docs(24)
+    kb = _build(docs, _spec(engine, tmp_path_factory.mktemp(engine)))
+    ref = _build(docs, "exact")
+    yield kb, ref
+    kb.close()
+
+
+def test_build_vector_and_hybrid_identical_to_exact(shared, engine):
+    kb, ref = shared
     assert kb.index == engine
     assert len(kb) == len(ref)
     _same(kb, ref, mode="vector")
@@ -132,16 +143,16 @@ FILTERS = [
 
 
 @pytest.mark.parametrize("where", FILTERS, ids=lambda w: str(w)[:40])
-def test_filters_identical_to_exact(pair, where):
-    kb, ref = pair
+def test_filters_identical_to_exact(shared, where):
+    kb, ref = shared
     _same(kb, ref, k=6, mode="vector", where=where)
 
 
 @pytest.mark.parametrize(
     "principal", [Principal("nobody"), Principal("x", ("hr",)), Principal(None, ("eng", "zz"))]
 )
-def test_acl_principals_identical_to_exact(pair, principal):
-    kb, ref = pair
+def test_acl_principals_identical_to_exact(shared, principal):
+    kb, ref = shared
     _same(kb, ref, k=6, mode="vector", principal=principal)
     _same(kb, ref, k=6, mode="hybrid", principal=principal, where={"ord": {"gte": 1}})
     for q in QUESTIONS:
@@ -150,8 +161,8 @@ def test_acl_principals_identical_to_exact(pair, principal):
             assert not acl or set(acl) & principal.names()
 
 
-def test_filtered_query_returns_k_when_k_eligible(pair):
-    kb, ref = pair
+def test_filtered_query_returns_k_when_k_eligible(shared):
+    kb, ref = shared
     where = {"doc_id": ["d2", "d5"]}
     eligible = len(ref.retrieve(QUESTIONS[0], 1000, mode="vector", where=where))
     assert eligible >= 3
@@ -225,9 +236,11 @@ def _break(engine, kb, tmp_path):
         shutil.rmtree(tmp_path / "lance")
         (tmp_path / "lance").write_text("not a directory")
     elif engine == "qdrant":
-        store.close()
+        store.client.close()  # the local instance refuses every call from now on
     elif engine == "milvus":
-        store.close()
+        from milvus_lite.server_manager import server_manager_instance
+
+        server_manager_instance.release_all()  # stops the Milvus Lite server
 
 
 def test_store_failing_mid_write_leaves_kb_unchanged(pair, engine, tmp_path):
@@ -269,3 +282,23 @@ def test_faiss_ivf_and_hnsw_recall(tmp_path):
         kb.compact()
         kb.save(tmp_path / spec.replace(":", "_").replace(",", "_").replace("?", "_"))
         del ref2
+
+
+def test_cli_index_and_serve_load_a_store(tmp_path, capsys):
+    pytest.importorskip("faiss")
+    from fastrag.cli import main
+    from fastrag.serve.registry import _open
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    for d in _docs(5):
+        (src / f"{d['id']}.txt").write_text(d["text"], encoding="utf-8")
+    assert main(["index", str(src), "--kb", str(tmp_path / "kb"), "--index", "faiss:HNSW16"]) == 0
+    kb = KnowledgeBase.load(tmp_path / "kb")
+    assert kb.index == "faiss" and kb.stats()["store"]["factory"] == "HNSW16"
+    # A second run syncs into the same store.
+    (src / "extra.txt").write_text(" ".join(WORDS[:60]), encoding="utf-8")
+    assert main(["index", str(src), "--kb", str(tmp_path / "kb"), "--index", "faiss"]) == 0
+    served = _open(tmp_path / "kb")  # what fastrag serve does with a knowledge base
+    assert served.kb.index == "faiss"
+    assert served.kb.retrieve(" ".join(WORDS[:4]), 3, mode="vector")[0].doc_id.startswith("extra")

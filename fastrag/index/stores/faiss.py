@@ -46,6 +46,24 @@ def _faiss() -> Any:
     return faiss
 
 
+def _new_index(faiss: Any, dim: int, factory: str) -> Any:
+    """An empty index labelled by chunk id.
+
+    IVF indexes keep the ids themselves (and remove them correctly); the
+    others are wrapped in an ``IndexIDMap2`` (FAISS's id map renumbers on
+    removal as a flat index does, which an IVF index does not).
+    """
+    inner = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    if isinstance(faiss.downcast_index(inner), faiss.IndexIVF):
+        return inner  # the owning proxy (a downcast one would not keep the index alive)
+    return faiss.IndexIDMap2(inner)
+
+
+def _inner(faiss: Any, index: Any) -> Any:
+    """The index under an id map, or the index itself."""
+    return faiss.downcast_index(index.index if hasattr(index, "id_map") else index)
+
+
 class FaissStore(VectorStore):
     """FAISS in process (see the module docstring).
 
@@ -100,8 +118,7 @@ class FaissStore(VectorStore):
         """A new, empty index."""
         faiss = _faiss()
         with store_errors(self, "create"):
-            inner = faiss.index_factory(dim, self.factory, faiss.METRIC_INNER_PRODUCT)
-            self._index = faiss.IndexIDMap2(inner)
+            self._index = _new_index(faiss, dim, self.factory)
         self._removed = 0
         self._removed_ids = np.zeros(0, np.int64)
 
@@ -123,7 +140,7 @@ class FaissStore(VectorStore):
 
     @property
     def index(self) -> Any:
-        """The FAISS index (``IndexIDMap2`` over the factory's index)."""
+        """The FAISS index (an IVF index, or an ``IndexIDMap2`` over the factory's index)."""
         if self._index is None:
             raise SearchIndexError("faiss store: no index (create or attach first)")
         return self._index
@@ -182,8 +199,7 @@ class FaissStore(VectorStore):
             labels = faiss.vector_to_array(old.id_map).astype(np.int64)
             vectors = old.index.reconstruct_n(0, n) if n else np.zeros((0, d), np.float32)
             keep = np.isin(labels, live_ids)
-            inner = faiss.index_factory(d, self.factory, faiss.METRIC_INNER_PRODUCT)
-            fresh = faiss.IndexIDMap2(inner)
+            fresh = _new_index(faiss, d, self.factory)
             if not fresh.is_trained and keep.any():
                 fresh.train(np.ascontiguousarray(vectors[keep]))
             if keep.any():
@@ -192,10 +208,13 @@ class FaissStore(VectorStore):
             self._removed_ids = np.zeros(0, np.int64)
 
     def present(self, ids: np.ndarray) -> np.ndarray | None:
-        """Which of ``ids`` the index holds and has not deleted."""
+        """Which of ``ids`` the index holds and has not deleted (None for IVF)."""
         faiss = _faiss()
+        index = self.index
+        if not hasattr(index, "id_map"):
+            return None  # IVF: ids removed for good, and no cheap list of what is held
         with self._lock:
-            held = faiss.vector_to_array(self.index.id_map)
+            held = faiss.vector_to_array(index.id_map)
         return np.isin(ids, held) & ~np.isin(ids, self._removed_ids)
 
     def count(self) -> int:
@@ -252,7 +271,7 @@ class FaissStore(VectorStore):
             bits[ids] = True
             bitmap = np.packbits(bits, bitorder="little")
             sel = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))  # n: bytes
-        inner = faiss.downcast_index(index.index)
+        inner = _inner(faiss, index)
         kwargs: dict[str, Any] = {} if sel is None else {"sel": sel}
         if isinstance(inner, faiss.IndexIVF):
             params = faiss.SearchParametersIVF(nprobe=self.nprobe, **kwargs)

@@ -16,6 +16,7 @@ from .base import Condition, Pushdown
 __all__ = ["Dialect", "translate"]
 
 _COLUMN = {"doc_id", "title", "source", "section", "chunk_id", "ord", "start", "end", "updated_at"}
+_NULLABLE = {"title", "source", "section", "updated_at"}
 
 
 class Dialect:
@@ -47,6 +48,10 @@ class Dialect:
         listed = ", ".join(self.string(n) for n in names)
         return f"(public OR array_has_any(acl, make_array({listed})))"
 
+    def metadata(self, cond: Condition) -> str | None:
+        """A condition on the user metadata (None: not expressible)."""
+        return None
+
 
 _SQL_OPS = {"ne": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
@@ -62,7 +67,9 @@ def _literal(dialect: Dialect, cond: Condition, value: Any) -> str | None:
 
 
 def _condition(dialect: Dialect, cond: Condition) -> str | None:
-    if cond.field not in _COLUMN or cond.kind == "metadata":
+    if cond.kind == "metadata":
+        return dialect.metadata(cond)
+    if cond.field not in _COLUMN:
         return None
     column = dialect.column(cond.field)
     if cond.op in ("in", "not_in"):
@@ -70,7 +77,7 @@ def _condition(dialect: Dialect, cond: Condition) -> str | None:
         if any(v is None for v in values):
             return None
         if not values:
-            return "false" if cond.op == "in" else dialect.not_null(column)
+            return None
         test = dialect.in_list(column, [v for v in values if v is not None], cond.op == "not_in")
     else:
         value = _literal(dialect, cond, cond.value)
@@ -80,6 +87,8 @@ def _condition(dialect: Dialect, cond: Condition) -> str | None:
         test = f"{column} {op} {value}"
     # A chunk without the field never matches (NULL comparisons are not true either, but
     # say so for NOT IN, whose NULL semantics differ between engines).
+    if cond.field not in _NULLABLE:
+        return f"({test})"
     return f"({dialect.not_null(column)}{dialect.conj}{test})"
 
 
