@@ -265,6 +265,9 @@ def test_bad_store_strings():
         KnowledgeBase.build(_docs(2), index="faiss:IVF4,Flat?nprobe=x")
     with pytest.raises(ConfigError):
         KnowledgeBase.build(_docs(2), index="faiss?bogus=1")
+    with pytest.raises(ConfigError) as info:
+        KnowledgeBase.build(_docs(2), index="qdrant://admin:hunter2@db:6333")
+    assert "hunter2" not in str(info.value)
 
 
 def test_faiss_ivf_and_hnsw_recall(tmp_path):

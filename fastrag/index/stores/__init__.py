@@ -122,6 +122,12 @@ def parse_store(spec: str | VectorStore) -> VectorStore:
         if rest.startswith("//") or rest.startswith("s://"):
             secure = rest.startswith("s://")
             host = rest[4:] if secure else rest[2:]
+            if "@" in host.split("/", 1)[0]:  # never echo it: it holds a secret
+                raise ConfigError(
+                    f"a {engine} URL carries no credentials; pass them through "
+                    f"{'QDRANT_API_KEY' if engine == 'qdrant' else 'MILVUS_TOKEN'} or the "
+                    "store's api_key/token argument"
+                )
             url = ("https://" if secure else "http://") + host
             store = cls(url=url, collection=collection)
         elif rest:
