@@ -273,10 +273,15 @@ class FaissStore(VectorStore):
             sel = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))  # n: bytes
         inner = _inner(faiss, index)
         kwargs: dict[str, Any] = {} if sel is None else {"sel": sel}
+        # A selective filter leaves fewer admitted neighbours per probe: widen the search by
+        # the share of ids it admits (bounded), or recall falls with the filter.
+        widen = 1.0 if ids is None else max(1.0, index.ntotal / max(1, ids.size))
         if isinstance(inner, faiss.IndexIVF):
-            params = faiss.SearchParametersIVF(nprobe=self.nprobe, **kwargs)
+            nprobe = int(min(inner.nlist, self.nprobe * widen))
+            params = faiss.SearchParametersIVF(nprobe=nprobe, **kwargs)
         elif isinstance(inner, faiss.IndexHNSW):
-            params = faiss.SearchParametersHNSW(efSearch=self.ef_search, **kwargs)
+            ef = int(min(4096, self.ef_search * widen))
+            params = faiss.SearchParametersHNSW(efSearch=ef, **kwargs)
         elif sel is not None:
             params = faiss.SearchParameters(**kwargs)
         else:

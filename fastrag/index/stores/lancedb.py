@@ -209,7 +209,7 @@ class LanceStore(VectorStore):
             q = q.nprobes(self.nprobes).refine_factor(self.refine)
         if where is not None:
             q = q.where(where, prefilter=True)
-        result = q.select(["chunk_id"]).to_arrow()
+        result = q.select(["chunk_id", "_distance"]).to_arrow()
         qi = (
             result.column("query_index").to_numpy()
             if "query_index" in result.column_names
