@@ -236,8 +236,10 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
             f"{args.kb} keeps the embedder it was built with; rebuild it with --overwrite to "
             "change --embedder or --max-features"
         )
-    if args.index in ("exact", "hnsw") and args.index != stats["index"]:
-        kb.set_index(args.index, threads=args.threads)
+    if args.index is not None and args.index != "auto":
+        kind = args.index.split(":", 1)[0].split("?", 1)[0]
+        if kind != stats["index"]:
+            kb.set_index(args.index, threads=args.threads)
     if getattr(args, "ontology", None) is not None:
         kb.set_ontology(args.ontology)  # replaced without a rebuild
     sources = list(
@@ -696,9 +698,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_embedder_args(p)
     p.add_argument(
         "--index",
-        choices=("exact", "hnsw", "auto"),
         default=None,
-        help="vector index (default exact; auto: HNSW for large corpora when its recall holds)",
+        metavar="INDEX",
+        help="vector index: exact (default), hnsw, auto (HNSW for large corpora when its "
+        "recall holds), or a vector store: faiss[:FACTORY], lancedb:/dir, qdrant:/dir, "
+        "qdrant://host:6333, milvus:/file.db, milvus://host:19530",
     )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument(

@@ -42,8 +42,11 @@ __all__ = [
     "ENV_MAX_RETRIES",
     "ENV_READ_TIMEOUT",
     "ENV_SERVE_SETTINGS",
+    "ENV_MILVUS_TOKEN",
+    "ENV_QDRANT_API_KEY",
     "ClientConfig",
     "mask_url",
+    "store_secret",
 ]
 
 ENV_BASE_URL = "FASTRAG_BASE_URL"
@@ -56,6 +59,11 @@ ENV_MAX_RETRIES = "FASTRAG_MAX_RETRIES"
 ENV_MAX_CONCURRENCY = "FASTRAG_MAX_CONCURRENCY"
 ENV_SERVE_SETTINGS = "FASTRAG_SERVE_SETTINGS"
 """``fastrag serve``: the settings (JSON) handed to each worker process."""
+
+ENV_QDRANT_API_KEY = "QDRANT_API_KEY"
+"""API key of a Qdrant server (``index="qdrant://host:6333"``), when none is passed."""
+ENV_MILVUS_TOKEN = "MILVUS_TOKEN"
+"""Token (``user:password`` or an API key) of a Milvus server, when none is passed."""
 
 _MASK = "***"
 
@@ -345,3 +353,8 @@ def fault(point: str) -> None:
 def serve_settings_json() -> str | None:
     """The JSON settings ``fastrag serve`` left for its worker processes, if any."""
     return os.environ.get(ENV_SERVE_SETTINGS)
+
+
+def store_secret(variable: str) -> str | None:
+    """A vector store's credential from the environment (never saved, never shown)."""
+    return os.environ.get(variable) or None

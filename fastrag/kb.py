@@ -42,8 +42,10 @@ from .errors import (
     StoreCorruptedError,
 )
 from .index.hnsw import HnswConfig
+from .index.stores import StoreIndex, VectorStore, is_store_spec, parse_store
 from .retrieve import corpus as corpora
 from .retrieve.corpus import Corpus
+from .retrieve.filters import pushdown
 from .retrieve.masks import eligible_rows
 from .retrieve.ontology import Ontology, as_ontology
 from .retrieve.options import RetrievalConfig, RetrievalOptions, check_k, check_question
@@ -76,10 +78,15 @@ used first out)."""
 AnyGenerator = Generator | Callable[..., Any] | None
 
 
-def _check_index(index: str, *, allow_auto: bool) -> str:
+def _check_index(index: str | VectorStore, *, allow_auto: bool) -> str | VectorStore:
+    if is_store_spec(index):
+        return parse_store(index)  # type: ignore[arg-type]
     kinds = INDEX_KINDS + (("auto",) if allow_auto else ())
     if index not in kinds:
-        raise ConfigError(f"index must be one of {', '.join(map(repr, kinds))}; got {index!r}")
+        raise ConfigError(
+            f"index must be one of {', '.join(map(repr, kinds))} or a vector store "
+            f"('faiss', 'lancedb:/dir', 'qdrant:/dir', 'milvus:/file.db', ...); got {index!r}"
+        )
     return index
 
 
@@ -124,7 +131,8 @@ class KnowledgeBase:
     @classmethod
     def build(
         cls, docs: Iterable[Any], *, window: int = 200, overlap: int = 40,
-        chunking: str = "windows", embedder: Embedder | None = None, index: str = "exact",
+        chunking: str = "windows", embedder: Embedder | None = None,
+        index: str | VectorStore = "exact",
         hnsw: HnswConfig | dict[str, Any] | None = None, keyword: bool = True,
         tokenizer: Tokenizer | None = None, retrieval: RetrievalConfig | None = None,
         rewriter: Any = None, threads: int | None = None,
@@ -139,9 +147,13 @@ class KnowledgeBase:
         headings, paragraphs, list items and table rows packed up to
         ``window``, each chunk with its heading path as ``section``).
         ``embedder`` defaults to a :class:`~fastrag.VocabularyEmbedder`
-        fitted on the chunks; ``index`` is ``"exact"``, ``"hnsw"`` or
+        fitted on the chunks; ``index`` is ``"exact"``, ``"hnsw"``,
         ``"auto"`` (exact below 5,000 chunks or when HNSW recall@10 is under
-        0.95); ``keyword`` builds the BM25 indexes (``tokenizer`` default
+        0.95), or an external vector store: ``"faiss"``,
+        ``"faiss:IVF1024,Flat"``, ``"lancedb:/abs/dir"``, ``"qdrant:/abs/dir"``,
+        ``"qdrant://host:6333"``, ``"milvus:/abs/file.db"``,
+        ``"milvus://host:19530"`` or a :class:`~fastrag.index.stores.VectorStore`
+        (README, "Vector stores"); ``keyword`` builds the BM25 indexes (``tokenizer`` default
         ``Tokenizer(stem="porter")``); ``retrieval`` sets the default mode,
         fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch;
         ``ontology`` (a YAML or JSON path, a dict or an
@@ -193,12 +205,12 @@ class KnowledgeBase:
 
     def set_index(
         self,
-        index: str,
+        index: str | VectorStore,
         *,
         hnsw: HnswConfig | dict[str, Any] | None = None,
         threads: int | None = None,
     ) -> str:
-        """Switch the vector index (``"exact"``, ``"hnsw"`` or ``"auto"``); return the one used."""
+        """Switch the vector index (exact, hnsw, auto or a store); return the kind in use."""
         index = _check_index(index, allow_auto=True)
         config = _hnsw_config(hnsw) if hnsw is not None else self._settings.hnsw
         with self._lock:
@@ -460,7 +472,7 @@ class KnowledgeBase:
 
     @property
     def index(self) -> str:
-        """The vector index in use: ``"exact"`` or ``"hnsw"``."""
+        """The vector index in use: ``"exact"``, ``"hnsw"`` or a store's engine (``"faiss"``...)."""
         return self._settings.index
 
     @property
@@ -514,6 +526,11 @@ class KnowledgeBase:
         c = self._corpus
         k = min(check_k(k), max(1, c.store.n_rows))
         mask = eligible_rows(c.store, where, principal)
+        if isinstance(c.vectors, StoreIndex):
+            return c.vectors.search(
+                query_vectors, k, mask=mask, exact=exact, threads=threads,
+                pushdown=pushdown(where, principal),
+            )  # fmt: skip
         return c.vectors.search(query_vectors, k, mask=mask, exact=exact, threads=threads)
 
     def hits(
@@ -751,10 +768,12 @@ class KnowledgeBase:
         )
 
     def close(self) -> None:
-        """Close the embedder's network connections, if it has any (reopened when used again)."""
+        """Close the embedder's and the vector store's connections (reopened when used again)."""
         close = getattr(self._corpus.embedder, "close", None)
         if callable(close):
             close()
+        if self._corpus.external is not None:
+            self._corpus.external.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self

@@ -223,7 +223,7 @@ def test_empty_documents_are_skipped_and_all_empty_is_an_error():
         {"window": 10, "overlap": 10},
         {"window": 0},
         {"overlap": -1},
-        {"index": "faiss"},
+        {"index": "annoy"},
         {"embedder": "x"},
     ],
 )

@@ -17,6 +17,7 @@ stops seeing deleted chunks at once, which is what a delete asks for.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from ..index.exact import ExactIndex
 from ..index.graph import COMPACT_GRAPH_SHARE, GraphIndex, build_graph, choose_index
 from ..index.hnsw import HnswConfig, HnswIndex
 from ..index.keyword import BM25Index
+from ..index.stores import StoreIndex, VectorStore, is_store_spec, parse_store
+from ..index.stores.base import payload_table, store_errors, write_rows
 from ..store.chunks import ChunkStore
 from ..store.ingest import BuildProgress, Pending, assemble, chunk_batches, keyword_texts
 from ..text.chunking import Chunker, Chunks
@@ -69,6 +72,9 @@ class Corpus:
         (:meth:`~fastrag.store.chunks.ChunkStore.row_docs`).
     graph : HnswIndex or None
         The HNSW graph behind :attr:`vectors`, when there is one.
+    external : VectorStore or None
+        The external vector store behind :attr:`vectors`, when there is one
+        (shared by the versions, changed in place like the graph).
     ontology : Ontology or None
         Entities and aliases expanding the keyword legs' queries
         (:mod:`fastrag.retrieve.ontology`), saved with the snapshot.
@@ -80,6 +86,7 @@ class Corpus:
     keyword: BM25Index | None = None
     documents: BM25Index | None = None
     graph: HnswIndex | None = None
+    external: VectorStore | None = None
     ontology: Ontology | None = None
 
 
@@ -90,12 +97,17 @@ def make_corpus(
     graph: HnswIndex | None = None,
     keyword: BM25Index | None = None,
     documents: BM25Index | None = None,
+    external: VectorStore | None = None,
     ontology: Ontology | None = None,
 ) -> Corpus:
-    """A corpus over ``store``: its exact index, or ``graph`` seen through the store's rows."""
+    """A corpus over ``store``: its exact index, or ``graph`` / ``external`` seen by its rows."""
     exact = ExactIndex([s.vectors for s in store.segments], store.dim, store.alive_mask())
-    vectors: VectorIndex = exact if graph is None else GraphIndex(graph, store.chunk_ids(), exact)
-    return Corpus(store, vectors, embedder, keyword, documents, graph, ontology)
+    vectors: VectorIndex = exact
+    if external is not None:
+        vectors = StoreIndex(external, store.chunk_ids(), exact)  # type: ignore[assignment]
+    elif graph is not None:
+        vectors = GraphIndex(graph, store.chunk_ids(), exact)
+    return Corpus(store, vectors, embedder, keyword, documents, graph, external, ontology)
 
 
 def _next(corpus: Corpus, store: ChunkStore, **changes: Any) -> Corpus:
@@ -104,6 +116,7 @@ def _next(corpus: Corpus, store: ChunkStore, **changes: Any) -> Corpus:
         "graph": corpus.graph,
         "keyword": corpus.keyword,
         "documents": corpus.documents,
+        "external": corpus.external,
         "ontology": corpus.ontology,
     }
     fields.update(changes)
@@ -119,6 +132,41 @@ def live_blocks(store: ChunkStore) -> list[tuple[np.ndarray, np.ndarray]]:
             (s.vectors, s.chunk_ids) if keep is None else (s.vectors[keep], s.chunk_ids[keep])
         )
     return out
+
+
+def _store_rows(
+    external: VectorStore, batch: Any, dim: int, keep: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(chunk ids, vectors, payload) of a chunk batch's rows (``keep``: a row mask)."""
+    vectors = np.asarray(batch.column("vector").values).reshape(batch.num_rows, dim)
+    ids = batch.column("chunk_id").to_numpy()
+    payload = payload_table(batch)
+    if keep is not None:
+        vectors, ids = vectors[keep], ids[keep]
+        payload = payload.filter(keep)
+    return ids, vectors, payload
+
+
+def fill_store(spec: str | VectorStore, store: ChunkStore) -> VectorStore:
+    """A new external store holding the live rows of ``store`` (written in batches).
+
+    Raises
+    ------
+    SearchIndexError
+        The store failed.
+    """
+    external = parse_store(spec)
+    external.create(store.dim)
+    blocks = live_blocks(store)
+    if blocks and any(len(ids) for _, ids in blocks):
+        with store_errors(external, "train"):
+            external.train(np.concatenate([v for v, _ in blocks]))
+    for seg in store.segments:
+        if len(seg):
+            write_rows(external, *_store_rows(external, seg.batch, store.dim, seg.alive))
+    with store_errors(external, "index"):
+        external.finish()
+    return external
 
 
 def _embed(embedder: Any, threads: int | None) -> Callable[[Chunks, np.ndarray | None], np.ndarray]:
@@ -154,7 +202,7 @@ def build_corpus(
     chunker: Chunker,
     embedder: Any,
     *,
-    index: str = "exact",
+    index: str | VectorStore = "exact",
     hnsw: HnswConfig | None = None,
     tokenizer: Tokenizer | None = None,
     keyword: bool = True,
@@ -171,8 +219,10 @@ def build_corpus(
         How to cut them.
     embedder : Embedder
         An unfitted :class:`~fastrag.VocabularyEmbedder` is fitted on the chunks.
-    index : {"exact", "hnsw", "auto"}
-        The vector index (see :func:`~fastrag.index.graph.choose_index`).
+    index : str or VectorStore
+        ``"exact"``, ``"hnsw"``, ``"auto"`` (see
+        :func:`~fastrag.index.graph.choose_index`), or an external store
+        (:func:`~fastrag.index.stores.parse_store`).
     hnsw : HnswConfig, optional
         Graph parameters.
     tokenizer : Tokenizer, optional
@@ -235,11 +285,19 @@ def build_corpus(
         chunk_bm25, doc_bm25 = BM25Index(tok), BM25Index(tok)
         for seg in store.segments:
             _index_keywords(chunk_bm25, doc_bm25, seg.batch, chunker.overlap, threads)
-    kind, graph, auto = choose_index(
-        live_blocks(store), store.dim, index, hnsw or HnswConfig(), threads=threads
-    )
+    external = None
+    if is_store_spec(index):
+        external = fill_store(index, store)
+        kind, graph, auto = external.engine, None, None
+    else:
+        assert isinstance(index, str)
+        kind, graph, auto = choose_index(
+            live_blocks(store), store.dim, index, hnsw or HnswConfig(), threads=threads
+        )
     report("done")
-    corpus = make_corpus(store, embedder, graph=graph, keyword=chunk_bm25, documents=doc_bm25)
+    corpus = make_corpus(
+        store, embedder, graph=graph, keyword=chunk_bm25, documents=doc_bm25, external=external
+    )
     return corpus, kind, auto
 
 
@@ -286,6 +344,9 @@ def add_documents(
     )
     if batch is None and not removed:
         return corpus, 0
+    external = corpus.external
+    if external is not None:  # the store first: a failure there changes nothing here
+        _store_add(corpus, external, batch, [stored[d] for d in removed])
     # The keyword indexes swap in new arrays on add(): shallow copies keep the old ones intact.
     keyword, documents = copy.copy(corpus.keyword), copy.copy(corpus.documents)
     if batch is not None:
@@ -306,6 +367,35 @@ def add_documents(
     return _next(corpus, store, keyword=keyword, documents=documents), added
 
 
+def _span_rows(spans: Sequence[Any]) -> np.ndarray:
+    if not spans:
+        return np.zeros(0, np.int64)
+    return np.concatenate([np.arange(sp.start, sp.start + sp.count) for sp in spans])
+
+
+def _store_add(corpus: Corpus, external: VectorStore, batch: Any, spans: Sequence[Any]) -> None:
+    """Write an add (and the deletes of what it replaces) to the external store, or nothing.
+
+    Raises
+    ------
+    SearchIndexError
+        The store failed; what this call wrote there is removed again.
+    """
+    new_ids = None
+    if batch is not None:
+        new_ids, vectors, payload = _store_rows(external, batch, corpus.store.dim)
+        write_rows(external, new_ids, vectors, payload)
+    if spans:
+        try:
+            with store_errors(external, "delete"):
+                external.delete(corpus.store.chunk_ids()[_span_rows(spans)])
+        except Exception:
+            if new_ids is not None:
+                with contextlib.suppress(Exception):
+                    external.delete(new_ids)
+            raise
+
+
 def delete_documents(
     corpus: Corpus, doc_ids: Sequence[str], *, missing_ok: bool = False
 ) -> tuple[Corpus, int]:
@@ -324,6 +414,10 @@ def delete_documents(
     present = [d for d in doc_ids if d in index]
     if not present:
         return corpus, 0
+    if corpus.external is not None:  # the store first: a failure there changes nothing here
+        with store_errors(corpus.external, "delete"):
+            ids = corpus.store.chunk_ids()[_span_rows([index[d] for d in present])]
+            corpus.external.delete(ids)
     store = corpus.store.copy()
     if corpus.graph is not None:
         spans = [index[d] for d in present]
@@ -354,6 +448,9 @@ def compact(corpus: Corpus, hnsw: HnswConfig, *, threads: int | None = None) -> 
         if corpus.documents is not None
         else None
     )
+    if corpus.external is not None:
+        with store_errors(corpus.external, "compact"):
+            corpus.external.compact(store.chunk_ids())
     graph = corpus.graph
     if graph is not None and graph.n_deleted >= COMPACT_GRAPH_SHARE * max(
         1, len(graph) + graph.n_deleted
@@ -365,9 +462,13 @@ def compact(corpus: Corpus, hnsw: HnswConfig, *, threads: int | None = None) -> 
 
 
 def with_index(
-    corpus: Corpus, index: str, hnsw: HnswConfig, *, threads: int | None = None
+    corpus: Corpus, index: str | VectorStore, hnsw: HnswConfig, *, threads: int | None = None
 ) -> tuple[Corpus, str, dict[str, Any] | None]:
-    """The corpus with another vector index (``"exact"``, ``"hnsw"`` or ``"auto"``)."""
+    """The corpus with another vector index (``"exact"``, ``"hnsw"``, ``"auto"`` or a store)."""
     store = corpus.store
+    if is_store_spec(index):
+        external = fill_store(index, store)
+        return _next(corpus, store, graph=None, external=external), external.engine, None
+    assert isinstance(index, str)
     kind, graph, auto = choose_index(live_blocks(store), store.dim, index, hnsw, threads=threads)
-    return _next(corpus, store, graph=graph), kind, auto
+    return _next(corpus, store, graph=graph, external=None), kind, auto

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
+from ..index.stores.base import Condition, Pushdown
 from ..store.documents import parse_updated_at
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "acl_mask",
     "canonical_key",
     "check_where",
+    "pushdown",
     "where_mask",
 ]
 
@@ -327,3 +329,42 @@ def acl_mask(batch: pa.RecordBatch, principal: Principal) -> np.ndarray:
         hit = hit.fill_null(False).to_numpy(zero_copy_only=False)
         mask[parents[hit]] = True
     return mask
+
+
+_EPOCH = pa.scalar(0, pa.timestamp("us", tz="UTC")).as_py()
+
+
+def _micros(value: Any) -> int:
+    when = parse_updated_at(value, where="where['updated_at']")
+    assert when is not None
+    delta = when - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def pushdown(where: Mapping[str, Any] | None, principal: Principal | None) -> Pushdown | None:
+    """``where`` and ``principal`` in the store-neutral form external vector stores translate.
+
+    ``updated_at`` values become int microseconds since the epoch (UTC), as
+    the stores keep them; ``None`` when there is no filter at all.
+    """
+    if where is None and principal is None:
+        return None
+    check_where(where)
+    conditions: list[Condition] = []
+    for field, cond in (where or {}).items():
+        if field in _NUMERIC_COLUMNS:
+            kind = "number"
+        elif field in _STRING_COLUMNS:
+            kind = "string"
+        elif field == "updated_at":
+            kind = "timestamp"
+        else:
+            kind = "metadata"
+        for op, value in _conditions(field, cond):
+            if isinstance(value, _Members):
+                value = tuple(_micros(v) for v in value) if kind == "timestamp" else tuple(value)
+            elif kind == "timestamp":
+                value = _micros(value)
+            conditions.append(Condition(field, kind, op, value))
+    acl = None if principal is None else principal.names()
+    return Pushdown(tuple(conditions), acl)

@@ -28,6 +28,8 @@ from ..embed.base import (
 from ..errors import OntologyError, StoreCorruptedError
 from ..index.files import HNSW_FILE, load_indexes, writers
 from ..index.hnsw import HnswConfig
+from ..index.stores import ENGINES, store_from_record
+from ..index.stores.base import store_errors
 from ..store.chunks import ChunkStore
 from ..store.snapshots import HeldSnapshot, manifest_field, write_snapshot
 from ..text.chunking import Chunker
@@ -70,8 +72,9 @@ class Settings:
     ----------
     chunker : Chunker
         How documents are cut.
-    index : {"exact", "hnsw"}
-        The vector index in use.
+    index : str
+        The vector index in use: ``"exact"``, ``"hnsw"`` or an external
+        store's engine (``"faiss"``, ``"lancedb"``, ``"qdrant"``, ``"milvus"``).
     hnsw : HnswConfig
         Graph parameters (kept with an exact index too, for a later switch).
     auto : dict or None
@@ -96,6 +99,8 @@ def header(corpus: Corpus, settings: Settings) -> dict[str, Any]:
     index: dict[str, Any] = {"type": settings.index, "hnsw": settings.hnsw.to_dict()}
     if settings.auto is not None:
         index["auto"] = settings.auto
+    if corpus.external is not None:
+        index["store"] = corpus.external.describe()  # where it is; never credentials
     return {
         "fastrag_version": __version__,
         "dim": corpus.store.dim,
@@ -116,6 +121,8 @@ def save_corpus(
     extras.update(embedder_files(corpus.embedder))  # e.g. a static embedder's table
     if corpus.ontology is not None:
         extras[ONTOLOGY_FILE] = _ontology_writer(corpus.ontology)
+    if corpus.external is not None:
+        extras.update(corpus.external.files())  # FAISS: its index, saved with the snapshot
     return write_snapshot(
         root, corpus.store, header(corpus, settings), keep=keep, overwrite=overwrite,
         extras=extras, tag=tag,
@@ -189,11 +196,31 @@ def open_corpus(
     ontology = _read_ontology(directory, files[ONTOLOGY_FILE], verify) if (
         ONTOLOGY_FILE in files
     ) else None  # fmt: skip
+    external = None
+    if index_info["type"] in ENGINES:
+        with manifest_field(manifest, "index.store"):
+            external = store_from_record(dict(index_info["store"]))
+        with store_errors(external, "attach"):
+            external.attach(manifest.dim, directory, files)
     corpus = make_corpus(
-        store, embedder, graph=graph, keyword=keyword, documents=documents, ontology=ontology
+        store,
+        embedder,
+        graph=graph,
+        keyword=keyword,
+        documents=documents,
+        ontology=ontology,
+        external=external,
     )
     upgraded = any(x is not None and x.upgraded for x in (keyword, documents))
     return corpus, settings, entry.id != manifest.current or upgraded
+
+
+def _store_count(store: Any) -> int | None:
+    """Vectors in an external store, or None when it does not answer (stats never raise)."""
+    try:
+        return int(store.count())
+    except Exception:
+        return None
 
 
 def describe(corpus: Corpus, settings: Settings) -> dict[str, Any]:
@@ -219,6 +246,13 @@ def describe(corpus: Corpus, settings: Settings) -> dict[str, Any]:
         if graph is None
         else {**settings.hnsw.to_dict(), "elements": len(graph), "deleted": graph.n_deleted},
         "auto": settings.auto,
+        "store": None
+        if corpus.external is None
+        else {
+            **corpus.external.describe(),
+            "vectors": _store_count(corpus.external),
+            "plans": dict(corpus.external.plans),
+        },
         "keyword": None if keyword is None else {**keyword.config(), "terms": keyword.n_terms},
         "ontology": None if corpus.ontology is None else len(corpus.ontology.entities),
         "retrieval": settings.retrieval.to_dict(),

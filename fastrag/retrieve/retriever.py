@@ -45,10 +45,12 @@ from .._threads import threads as _threads
 from ..embed.base import query_vectors
 from ..errors import ConfigError
 from ..index.masked_bm25 import search_masked
+from ..index.stores.base import StoreIndex
 from ..text.pii import Redactor
 from ..text.route import classify_question
 from ..types import Hit
 from .corpus import Corpus
+from .filters import pushdown
 from .fusion import FusionPlan, fusion_plan
 from .masks import eligible_rows
 from .options import RetrievalConfig, RetrievalOptions, check_mode
@@ -368,9 +370,16 @@ class Retriever:
         vector_weight = plan.vector
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):
             vectors = query_vectors(corpus.embedder, [q.text for q in queries], threads=threads)
-            vec_rows, vec_scores = corpus.vectors.search(
-                vectors, width, mask=mask, exact=options.exact, threads=threads
-            )
+            index = corpus.vectors
+            if isinstance(index, StoreIndex):  # the filter goes down in the store's language
+                vec_rows, vec_scores = index.search(
+                    vectors, width, mask=mask, exact=options.exact, threads=threads,
+                    pushdown=pushdown(options.where, options.principal),
+                )  # fmt: skip
+            else:
+                vec_rows, vec_scores = index.search(
+                    vectors, width, mask=mask, exact=options.exact, threads=threads
+                )
         key_rows = key_scores = key_weight = doc_rows = doc_scores = None
         if mode in ("keyword", "hybrid"):
             keyword = corpus.keyword

@@ -186,7 +186,8 @@ _TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,99}")
 _TAG_WHAT = "a snapshot tag (a letter, then letters, digits, '.', '_' or '-'; at most 100)"
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-INDEX_TYPES = ("exact", "hnsw")
+INDEX_TYPES = ("exact", "hnsw", "faiss", "lancedb", "qdrant", "milvus")
+"""``index.type`` values: fastrag's own indexes, then the external stores (``index.store`` set)."""
 
 
 class _Fields:
@@ -294,6 +295,8 @@ def _check_manifest(root: Path, data: Any) -> Manifest:
     if kind not in INDEX_TYPES:
         f.fail("index.type", f"must be one of {', '.join(INDEX_TYPES)}", kind)
     f.mapping(index.get("hnsw", {}), "index.hnsw")
+    if kind not in ("exact", "hnsw"):
+        f.mapping(f.get(index, "store", "index.store"), "index.store")
     if index.get("auto") is not None:
         f.mapping(index["auto"], "index.auto")
     keyword = data.get("keyword")

@@ -1,0 +1,245 @@
+"""External vector stores side by side: each through fastrag and through its own client.
+
+The same N x 384 unit vectors (default 100,000) and 300 questions for every
+store: FAISS (Flat, HNSW32), LanceDB (flat), Qdrant local, Milvus Lite,
+beside fastrag's own exact and HNSW indexes. Per store: recall@10 against
+exact (no filter, and filters keeping 10 % and 1 % of the rows), whether
+every filtered question got k results, questions/s, p50/p99 of one
+question, the build time, the process's memory growth, and 10,000 deletes
+in one call.
+
+The vector leg is driven directly (``StoreIndex.search`` with the filter's
+mask and pushdown, as the retriever calls it) so that the ratio to the
+store's own client measures fastrag's overhead, not embedding or fusion.
+
+Smoke run:  python benchmarks/compare_stores.py --n 5000 --questions 50
+Real run:   python benchmarks/compare_stores.py          (on a quiet machine)
+
+Qdrant's local mode commits each point to SQLite on its own; beyond
+``--qdrant-max`` vectors (default 20,000) it is skipped unless asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from fastrag.index.exact import ExactIndex
+from fastrag.index.stores import Condition, Pushdown, StoreIndex, parse_store
+from fastrag.index.stores.base import write_rows
+
+
+def rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:
+        return float("nan")
+
+
+def make_data(n: int, q: int, dim: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((64, dim)).astype(np.float32)
+    x = centers[rng.integers(0, 64, n)] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    qs = x[rng.integers(0, n, q)] + 0.3 * rng.standard_normal((q, dim)).astype(np.float32)
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    bucket = rng.integers(0, 100, n)  # "team": t<bucket>; 10 % = bucket < 10, 1 % = bucket 0
+    return x.astype(np.float32), qs.astype(np.float32), bucket
+
+
+def payload(n: int, bucket: np.ndarray) -> pa.Table:
+    teams = np.array([f"t{b}" for b in range(100)])[bucket]
+    return pa.table(
+        {
+            "chunk_id": pa.array(np.arange(n), pa.int64()),
+            "doc_id": pa.array(teams),  # filterable as a column in every store
+            "title": pa.nulls(n, pa.string()),
+            "source": pa.nulls(n, pa.string()),
+            "section": pa.nulls(n, pa.string()),
+            "ord": pa.array(np.zeros(n, np.int32)),
+            "start": pa.array(np.zeros(n, np.int64)),
+            "end": pa.array(np.zeros(n, np.int64)),
+            "updated_at": pa.nulls(n, pa.int64()),
+            "acl": pa.array([[]] * n, pa.list_(pa.string())),
+            "public": pa.array(np.ones(n, np.bool_)),
+            "metadata": pa.nulls(n, pa.string()),
+        }
+    )
+
+
+def recall(found: np.ndarray, truth: np.ndarray) -> float:
+    hits = [
+        len(set(f[f >= 0]) & set(t[t >= 0])) / max(1, (t >= 0).sum())
+        for f, t in zip(found, truth, strict=True)
+    ]
+    return float(np.mean(hits))
+
+
+def timed(fn, qs: np.ndarray):
+    lat = []
+    for i in range(len(qs)):
+        t = time.perf_counter()
+        fn(qs[i : i + 1])
+        lat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    fn(qs)
+    batch = time.perf_counter() - t
+    ms = np.array(lat) * 1e3
+    return len(qs) / batch, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+
+
+def direct_search(store, engine: str, qs: np.ndarray, k: int, native):
+    """The store's own client, the same search fastrag asks for."""
+    return store.search(qs, k, native=native)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--questions", type=int, default=300)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--deletes", type=int, default=10_000)
+    ap.add_argument("--qdrant-max", type=int, default=20_000)
+    ap.add_argument(
+        "--stores",
+        default="exact,hnsw,faiss,faiss:HNSW32,lancedb,qdrant,milvus",
+        help="comma-separated: exact, hnsw, faiss[:factory], lancedb, qdrant, milvus",
+    )
+    args = ap.parse_args()
+    n, k = args.n, args.k
+    x, qs, bucket = make_data(n, args.questions, args.dim)
+    ids = np.arange(n, dtype=np.int64)
+    table = payload(n, bucket)
+    exact = ExactIndex([x], args.dim, None)
+    filters = {
+        "none": (None, None),
+        "10%": (
+            bucket < 10,
+            Pushdown((Condition("doc_id", "string", "in", tuple(f"t{b}" for b in range(10))),)),
+        ),
+        "1%": (bucket == 0, Pushdown((Condition("doc_id", "string", "eq", "t0"),))),
+    }
+    truth = {name: exact.search(qs, k, mask=m)[0] for name, (m, _) in filters.items()}
+    tmp = Path(tempfile.mkdtemp(prefix="compare_stores-"))
+    print(f"n={n:,} dim={args.dim} questions={len(qs)} k={k}  (machine load matters: see --help)")
+    cols = (
+        "store",
+        "path",
+        "build_s",
+        "mem_MB",
+        "recall",
+        "r@10%",
+        "r@1%",
+        "full_k",
+        "qps",
+        "p50_ms",
+        "p99_ms",
+        "del_s",
+    )
+    print(" | ".join(f"{c:>9}" for c in cols))
+    for spec in args.stores.split(","):
+        spec = spec.strip()
+        gc.collect()
+        m0 = rss_mb()
+        t0 = time.perf_counter()
+        if spec in ("exact", "hnsw"):
+            if spec == "exact":
+                index = exact
+            else:
+                from fastrag.index.graph import GraphIndex
+                from fastrag.index.hnsw import HnswConfig, HnswIndex
+
+                graph = HnswIndex.build(x, ids, HnswConfig())
+                index = GraphIndex(graph, ids, exact)
+            build = time.perf_counter() - t0
+            mem = rss_mb() - m0
+            row = {"store": spec, "path": "fastrag", "build_s": build, "mem_MB": mem}
+            for name, (mask, _) in filters.items():
+                found, _ = index.search(qs, k, mask=mask)
+                row[{"none": "recall", "10%": "r@10%", "1%": "r@1%"}[name]] = recall(
+                    found, truth[name]
+                )
+            row["full_k"] = True
+            qps, p50, p99 = timed(lambda q: index.search(q, k), qs)
+            row.update(qps=qps, p50_ms=p50, p99_ms=p99, del_s=float("nan"))
+            print_row(row, cols)
+            continue
+        engine = spec.split(":", 1)[0]
+        if engine == "qdrant" and n > args.qdrant_max:
+            print(f"{spec}: skipped (local mode writes one SQLite commit per point; --qdrant-max)")
+            continue
+        target = {
+            "lancedb": f"lancedb:{tmp}/lance",
+            "qdrant": f"qdrant:{tmp}/qdrant",
+            "milvus": f"milvus:{tmp}/milvus.db",
+        }.get(engine, spec)
+        try:
+            store = parse_store(target)
+            store.create(args.dim)
+            store.train(x)
+            write_rows(store, ids, x, table)
+            store.finish()
+        except Exception as exc:  # an engine missing or failing: say so, go on
+            print(f"{spec}: cannot build ({type(exc).__name__}: {exc})")
+            continue
+        build = time.perf_counter() - t0
+        mem = rss_mb() - m0
+        view = StoreIndex(store, ids, exact)
+        for path in ("fastrag", "client"):
+            row = {"store": spec, "path": path, "build_s": build, "mem_MB": mem}
+            full = True
+            for name, (mask, push) in filters.items():
+                if path == "fastrag":
+                    found, _ = view.search(qs, k, mask=mask, pushdown=push)
+                else:
+                    native = None if push is None else store.translate(push)
+                    if push is not None and native is None:  # FAISS: the id selector
+                        found, _ = store.search(qs, k, ids=ids[mask])
+                    else:
+                        found, _ = direct_search(store, engine, qs, k, native)
+                full &= bool(
+                    (
+                        (found >= 0).sum(axis=1) >= min(k, n if mask is None else int(mask.sum()))
+                    ).all()
+                )
+                row[{"none": "recall", "10%": "r@10%", "1%": "r@1%"}[name]] = recall(
+                    found, truth[name]
+                )
+            row["full_k"] = full
+            if path == "fastrag":
+                qps, p50, p99 = timed(lambda q: view.search(q, k), qs)
+            else:
+                qps, p50, p99 = timed(lambda q: store.search(q, k), qs)
+            row.update(qps=qps, p50_ms=p50, p99_ms=p99, del_s=float("nan"))
+            if path == "client":
+                dead = ids[:: max(1, n // args.deletes)][: args.deletes]
+                t = time.perf_counter()
+                store.delete(dead)
+                row["del_s"] = time.perf_counter() - t
+            print_row(row, cols)
+        print(f"  plans through fastrag: {dict(store.plans)}")
+        store.close()
+    return 0
+
+
+def print_row(row: dict, cols) -> None:
+    out = []
+    for c in cols:
+        v = row.get(c, "")
+        out.append(f"{v:>9.3f}" if isinstance(v, float) else f"{v!s:>9}")
+    print(" | ".join(out))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

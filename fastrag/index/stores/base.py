@@ -1,0 +1,480 @@
+"""External vector stores behind :class:`~fastrag.index.base.VectorIndex`.
+
+A :class:`VectorStore` is one engine's collection of a knowledge base's
+vectors, keyed by chunk id, with the filterable metadata of every chunk as
+its payload (:func:`payload_table`). :class:`StoreIndex` sees one such
+store through one version of the chunk store, as
+:class:`~fastrag.index.graph.GraphIndex` sees an HNSW graph: it answers in
+global rows, and never returns a row that version does not hold alive.
+
+How a filtered search runs (the *plan*, counted in :attr:`StoreIndex.plans`):
+
+- ``"store"`` -- no filter: the store's own search;
+- ``"native"`` -- the filter (``where`` and the principal, a
+  :class:`Pushdown`) translated into the store's filter language and
+  applied inside its search (pre-filtering);
+- ``"ids"`` -- a filter the store cannot express: the eligible chunk ids
+  handed to the store as an allow-list (in pieces of at most
+  :attr:`VectorStore.max_ids`, merged);
+- ``"local"`` -- an approximate store that still came back short: fastrag's
+  exact search over the eligible rows the store holds (the vectors are in
+  the chunk store). Logged and counted, never silent.
+
+A search returns ``k`` results whenever ``k`` eligible rows exist in the
+store: a store that answers short (an approximate index under a selective
+filter, ids this version does not hold) is asked again with the allow-list,
+then searched locally. An exact store that answers short under the filter
+lacks the rows (deleted since by another version or process), so a loaded
+older snapshot never returns a chunk deleted after it from the store.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import FastragError, SearchIndexError
+from ..exact import ExactIndex
+
+__all__ = [
+    "Condition",
+    "ID_LIST_MAX",
+    "Pushdown",
+    "StoreIndex",
+    "VectorStore",
+    "payload_table",
+    "store_errors",
+]
+
+log = logging.getLogger("fastrag.stores")
+
+ID_LIST_MAX = 16_384
+"""Default largest id allow-list handed to a store (beyond it: exact local search)."""
+
+_plans_lock = threading.Lock()
+
+TIE_MARGIN = 8
+"""Extra results asked of a store, so that ties at the k-th score go to the lower row."""
+
+WRITE_BATCH = 4096
+"""Chunks per write request (one request per batch, never one per chunk)."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One field-operator condition of a ``where`` filter, in a store-neutral form.
+
+    Attributes
+    ----------
+    field : str
+        The chunk column or user metadata key.
+    kind : {"string", "number", "timestamp", "metadata"}
+        Where the field lives: a string column (``doc_id``, ``title``,
+        ``source``, ``section``), a numeric column (``chunk_id``, ``ord``,
+        ``start``, ``end``), ``updated_at`` (values as int microseconds
+        since the epoch, UTC) or the user metadata.
+    op : {"eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte"}
+        The operator.
+    value : object
+        A scalar, or a tuple for ``in`` / ``not_in``.
+    """
+
+    field: str
+    kind: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Pushdown:
+    """A filter as stores receive it: every condition must hold, and the ACL admits the row.
+
+    Attributes
+    ----------
+    conditions : tuple of Condition
+        The ``where`` conditions (all must hold).
+    acl : frozenset of str or None
+        ``None``: no access control (a trusted caller); otherwise the names
+        that admit the caller (a public row, with an empty ``acl``, is
+        always admitted).
+    """
+
+    conditions: tuple[Condition, ...] = ()
+    acl: frozenset[str] | None = None
+
+
+@contextlib.contextmanager
+def store_errors(store: VectorStore, what: str) -> Iterator[None]:
+    """Turn any failure of the store's client into a :class:`SearchIndexError`.
+
+    The message names the engine, the operation and the exception type, with
+    the store's secrets (API keys, tokens) masked.
+    """
+    try:
+        yield
+    except FastragError:
+        raise
+    except Exception as exc:
+        text = str(exc)
+        for secret in store.secrets():
+            if secret:
+                text = text.replace(secret, "***")
+        raise SearchIndexError(
+            f"{store.engine} store {store.where()}: {what} failed "
+            f"({type(exc).__name__}: {text[:500]})"
+        ) from exc
+
+
+def payload_table(batch: pa.RecordBatch) -> pa.Table:
+    """The filterable metadata of a chunk batch, in plain types, one row per chunk.
+
+    Columns: ``chunk_id`` (int64), ``doc_id``, ``title``, ``source``,
+    ``section`` (string, nullable), ``ord`` (int32), ``start`` / ``end``
+    (int64), ``updated_at`` (int64 microseconds, nullable), ``acl``
+    (list<string>), ``public`` (bool: an empty or missing ``acl``) and
+    ``metadata`` (the user metadata as JSON text, nullable).
+    """
+    n = batch.num_rows
+
+    def text(name: str) -> pa.Array:
+        if name not in batch.schema.names:
+            return pa.nulls(n, pa.string())
+        col = batch.column(name)
+        return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+
+    acl = batch.column("acl")
+    lengths = pc.list_value_length(acl).fill_null(0)
+    return pa.table(
+        {
+            "chunk_id": batch.column("chunk_id").cast(pa.int64()),
+            "doc_id": text("doc_id"),
+            "title": text("title"),
+            "source": text("source"),
+            "section": text("section"),
+            "ord": batch.column("ord").cast(pa.int32()),
+            "start": batch.column("start").cast(pa.int64()),
+            "end": batch.column("end").cast(pa.int64()),
+            "updated_at": batch.column("updated_at").cast(pa.int64()),
+            "acl": acl.fill_null(pa.scalar([], pa.list_(pa.string()))),
+            "public": pc.equal(lengths, 0),
+            "metadata": text("metadata"),
+        }
+    )
+
+
+def metadata_objects(payload: pa.Table) -> list[dict[str, Any]]:
+    """The user metadata of every row of a :func:`payload_table`, parsed (``{}`` when none)."""
+    out = []
+    for raw in payload.column("metadata").to_pylist():
+        meta = orjson.loads(raw) if raw else {}
+        out.append(meta if isinstance(meta, dict) else {})
+    return out
+
+
+class VectorStore:
+    """One engine's collection of a knowledge base's vectors (subclass per engine).
+
+    The store is shared by every version of the knowledge base opened in
+    this process (adds and deletes change it in place, under the
+    knowledge base's write lock); :class:`StoreIndex` keeps each version's
+    results to that version's live rows.
+    """
+
+    engine: ClassVar[str] = ""
+    """Engine name: the index kind saved in the manifest (``"faiss"``, ``"qdrant"``, ...)."""
+
+    exact: bool = True
+    """Whether the store's search is exact (a flat index, brute force)."""
+
+    max_ids: int = ID_LIST_MAX
+    """Largest id allow-list the store is handed; ``0``: it takes none."""
+
+    @property
+    def plans(self) -> collections.Counter[str]:
+        """Searches per plan (see the module docstring), counted by :class:`StoreIndex`."""
+        found = self.__dict__.get("_plans")
+        if found is None:
+            found = self.__dict__.setdefault("_plans", collections.Counter())
+        return found  # type: ignore[no-any-return]
+
+    def where(self) -> str:
+        """Where the store is, for messages (never with credentials)."""
+        return ""
+
+    def secrets(self) -> tuple[str, ...]:
+        """Secrets to mask in messages (API keys, tokens)."""
+        return ()
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest record of this store (never with credentials)."""
+        raise NotImplementedError
+
+    # -- lifecycle -------------------------------------------------------------
+    def create(self, dim: int) -> None:
+        """Make a new, empty collection of ``dim``-dimensional vectors (replacing one there)."""
+        raise NotImplementedError
+
+    def attach(self, dim: int, directory: Path | None, files: Mapping[str, Any]) -> None:
+        """Reattach to the saved collection (``directory``/``files``: the snapshot's)."""
+        raise NotImplementedError
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the client's resources."""
+
+    def finish(self) -> None:  # noqa: B027 - optional hook
+        """Called once the first rows are written (LanceDB: build its ANN index)."""
+
+    # -- writes ----------------------------------------------------------------
+    def train(self, vectors: np.ndarray) -> None:  # noqa: B027 - optional hook
+        """Fit what an index needs before vectors are added (FAISS IVF); a no-op elsewhere."""
+
+    def upsert(self, ids: np.ndarray, vectors: np.ndarray, payload: pa.Table) -> None:
+        """Write one batch of vectors with their payload (one request)."""
+        raise NotImplementedError
+
+    def delete(self, ids: np.ndarray) -> None:
+        """Delete chunk ids (one request)."""
+        raise NotImplementedError
+
+    def compact(self, live_ids: np.ndarray) -> None:  # noqa: B027 - optional hook
+        """Reclaim the space of deleted vectors (``live_ids``: the chunk ids kept)."""
+
+    def count(self) -> int:
+        """Vectors in the store."""
+        raise NotImplementedError
+
+    def present(self, ids: np.ndarray) -> np.ndarray | None:
+        """Which of ``ids`` the store holds (not deleted), or None when it cannot tell cheaply."""
+        return None
+
+    def files(self) -> dict[str, Callable[[Path], dict[str, Any]]]:
+        """Files saved with each snapshot (FAISS: its index); none for a database."""
+        return {}
+
+    # -- search ----------------------------------------------------------------
+    def translate(self, pushdown: Pushdown) -> Any:
+        """The filter in the store's own language, or ``None`` if it cannot express it."""
+        return None
+
+    def search(
+        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` chunk ids and inner products per query.
+
+        Parameters
+        ----------
+        queries : numpy.ndarray
+            float32 ``(m, dim)``.
+        k : int
+            Results per query.
+        native : object, optional
+            A filter from :meth:`translate`.
+        ids : numpy.ndarray, optional
+            int64 chunk ids: only these may be returned.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            int64 ids and float32 scores ``(m, k)``, ``-1`` / ``-inf`` padding.
+        """
+        raise NotImplementedError
+
+    # -- helpers for subclasses ------------------------------------------------
+    @staticmethod
+    def _pad(results: list[list[tuple[int, float]]], k: int) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.full((len(results), k), -1, np.int64)
+        scores = np.full((len(results), k), -np.inf, np.float32)
+        for i, row in enumerate(results):
+            for j, (cid, score) in enumerate(row[:k]):
+                ids[i, j], scores[i, j] = cid, score
+        return ids, scores
+
+
+def write_rows(
+    store: VectorStore, ids: np.ndarray, vectors: np.ndarray, payload: pa.Table, *, batch: int = 0
+) -> None:
+    """Upsert rows in batches of :data:`WRITE_BATCH`; on a failure, remove what was written.
+
+    Raises
+    ------
+    SearchIndexError
+        The store failed; the ids this call wrote are deleted again (best effort).
+    """
+    size = batch or WRITE_BATCH
+    done = 0
+    try:
+        for start in range(0, len(ids), size):
+            stop = min(len(ids), start + size)
+            with store_errors(store, "write"):
+                store.upsert(
+                    ids[start:stop], vectors[start:stop], payload.slice(start, stop - start)
+                )
+            done = stop
+    except SearchIndexError:
+        if done:
+            with contextlib.suppress(Exception):
+                store.delete(ids[:done])
+        raise
+
+
+class StoreIndex:
+    """A :class:`VectorStore` seen through one version of the chunk store (see the module doc).
+
+    Parameters
+    ----------
+    store : VectorStore
+        The external store, labelled by chunk id.
+    labels : numpy.ndarray
+        int64, ascending: the chunk id of every row of this version.
+    exact : ExactIndex
+        Exact search over the same rows (``exact=True``, the local plan);
+        its ``alive`` mask is this version's liveness.
+    """
+
+    def __init__(self, store: VectorStore, labels: np.ndarray, exact: ExactIndex) -> None:
+        self.store = store
+        self.labels = labels
+        self.exact = exact
+
+    @property
+    def plans(self) -> collections.Counter[str]:
+        """Searches per plan (``store``, ``native``, ``ids``, ``local``), of the store."""
+        return self.store.plans
+
+    @property
+    def kind(self) -> str:
+        """The engine's name (the manifest's ``index.type``)."""
+        return self.store.engine
+
+    def _count(self, plan: str) -> None:
+        with _plans_lock:
+            self.store.plans[plan] += 1
+
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        mask: np.ndarray | None = None,
+        exact: bool = False,
+        threads: int | None = None,
+        pushdown: Pushdown | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` eligible rows (see :meth:`fastrag.index.base.VectorIndex.search`).
+
+        ``pushdown`` is the filter behind ``mask`` (``where`` and the
+        principal), translated into the store's filter language when it can
+        express it; ``mask`` stays the authority on which rows are eligible.
+        """
+        if exact:
+            return self.exact.search(queries, k, mask=mask, threads=threads)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        m = queries.shape[0]
+        alive = self.exact.alive
+        filtered = mask is not None and mask is not alive
+        if mask is None:
+            n_eligible = self.labels.size
+        elif not filtered and alive is None:
+            n_eligible = self.labels.size
+        else:
+            n_eligible = int(np.count_nonzero(mask))
+        want = min(k, n_eligible)
+        if want == 0 or m == 0:
+            return np.full((m, k), -1, np.int64), np.full((m, k), -np.inf, np.float32)
+        native = None
+        if filtered:
+            native = self.store.translate(pushdown) if pushdown is not None else None
+            if native is None:
+                kind = "untranslatable" if pushdown is not None else "mask-only"
+                log.info("%s store: %s filter, searched by id list or locally", self.kind, kind)
+        if not filtered:
+            plan = "store"
+        elif native is not None:
+            plan = "native"
+        else:
+            plan = "ids"
+        while True:
+            if plan == "local":
+                self._count("local")
+                return self.exact.search(queries, k, mask=self._present(mask), threads=threads)
+            width = min(n_eligible, want + TIE_MARGIN)
+            found, scores = self._ask(queries, width, plan, native, mask)
+            rows, scores = self._rows(found, scores, mask, k)
+            if ((rows >= 0).sum(axis=1) >= want).all():
+                self._count(plan)
+                return rows, scores
+            # Short. An exact store asked with the filter or the allow-list lacks the rows
+            # (deleted since this version, by another version or process): its answer holds.
+            if self.store.exact and plan in ("native", "ids"):
+                self._count(plan)
+                return rows, scores
+            # Otherwise (ids this version does not hold, an approximate index under a
+            # filter): ask with the allow-list, then search locally.
+            plan = "ids" if plan != "ids" else "local"
+
+    def _ask(
+        self, queries: np.ndarray, width: int, plan: str, native: Any, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One search of the store (the allow-list in pieces of at most ``max_ids`` ids)."""
+        with store_errors(self.store, "search"):
+            if plan != "ids":
+                return self.store.search(
+                    queries, width, native=native if plan == "native" else None
+                )
+            ids = self._eligible_ids(mask)
+            step = max(1, self.store.max_ids)
+            parts = [
+                self.store.search(queries, width, ids=ids[i : i + step])
+                for i in range(0, max(1, ids.size), step)
+            ]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate([p[0] for p in parts], 1), np.concatenate([p[1] for p in parts], 1)
+
+    def _present(self, mask: np.ndarray | None) -> np.ndarray | None:
+        """``mask`` without the rows the store is known to lack (when it can tell)."""
+        present = self.store.present(self.labels)
+        if present is None:
+            return mask
+        return present if mask is None else mask & present
+
+    def _eligible_ids(self, mask: np.ndarray | None) -> np.ndarray:
+        return self.labels if mask is None else self.labels[mask]
+
+    def _rows(
+        self, found: np.ndarray, scores: np.ndarray, mask: np.ndarray | None, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of store ids (``-1`` for ids this version lacks or does not admit), best first."""
+        labels = self.labels
+        m = found.shape[0]
+        out_rows = np.full((m, k), -1, np.int64)
+        out_scores = np.full((m, k), -np.inf, np.float32)
+        if labels.size == 0 or found.size == 0:
+            return out_rows, out_scores
+        rows = np.minimum(np.searchsorted(labels, found), labels.size - 1)
+        ok = (found >= 0) & (labels[rows] == found)
+        if mask is not None:
+            ok &= mask[rows]
+        scores = np.where(ok, scores, -np.inf).astype(np.float32)
+        rows = np.where(ok, rows, np.iinfo(np.int64).max)
+        # Best first, ties by the lower row (as exact search); dropped entries last.
+        order = np.lexsort((rows, -scores), axis=-1)
+        rows = np.take_along_axis(rows, order, axis=1)
+        scores = np.take_along_axis(scores, order, axis=1)
+        keep = min(k, rows.shape[1])
+        rows, scores = rows[:, :keep], scores[:, :keep]
+        valid = np.isfinite(scores)
+        out_rows[:, :keep] = np.where(valid, rows, -1)
+        out_scores[:, :keep] = scores
+        return out_rows, out_scores

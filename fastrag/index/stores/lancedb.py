@@ -1,0 +1,225 @@
+"""LanceDB (``lancedb``): one table per knowledge base, in a directory or any URI LanceDB opens.
+
+Selected by ``index="lancedb:/abs/dir"`` (or ``"lancedb:s3://bucket/path"``;
+object-store credentials come from the environment, as LanceDB reads them).
+Options after ``?``: ``collection`` (the table, default ``fastrag``),
+``index`` (an ANN index built over the table: ``IVF_PQ``, ``IVF_HNSW_SQ``,
+``IVF_FLAT``; default none, which is LanceDB's exact flat search),
+``nprobes`` and ``refine`` (the ANN index's search parameters).
+
+The payload is typed columns beside the vector; filters become a SQL
+``WHERE`` applied before the vector search (``prefilter=True``). Metadata
+conditions (the user metadata is kept as JSON text) go down as a
+``chunk_id IN (...)`` allow-list. Deletes are one ``DELETE ... WHERE
+chunk_id IN (...)`` per call (a LanceDB delete is a commit: one per call,
+never one per chunk); :meth:`LanceStore.compact` runs ``optimize()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ...errors import ConfigError, StoreCorruptedError
+from .base import Pushdown, VectorStore
+from .sql import Dialect, translate
+
+__all__ = ["LanceStore"]
+
+_INDEX_TYPES = ("IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_FLAT")
+
+
+def _lancedb() -> Any:
+    try:
+        import lancedb
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError(
+            "index='lancedb:...' needs lancedb: pip install 'fastrag-engine[lancedb]'"
+        ) from exc
+    return lancedb
+
+
+def _schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.int64(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+            pa.field("doc_id", pa.string()),
+            pa.field("title", pa.string()),
+            pa.field("source", pa.string()),
+            pa.field("section", pa.string()),
+            pa.field("ord", pa.int32()),
+            pa.field("start", pa.int64()),
+            pa.field("end", pa.int64()),
+            pa.field("updated_at", pa.int64()),
+            pa.field("acl", pa.list_(pa.string())),
+            pa.field("public", pa.bool_()),
+            pa.field("metadata", pa.string()),
+        ]
+    )
+
+
+class LanceStore(VectorStore):
+    """A LanceDB table (see the module docstring).
+
+    Parameters
+    ----------
+    uri : str
+        A directory or a URI LanceDB connects to.
+    table : str
+        The table's name.
+    index : str, optional
+        ANN index type built over the table (none: exact flat search).
+    nprobes, refine : int
+        Search parameters of the ANN index.
+    """
+
+    engine = "lancedb"
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        table: str = "fastrag",
+        index: str | None = None,
+        nprobes: int = 32,
+        refine: int = 4,
+    ) -> None:
+        if index is not None and index.upper() not in _INDEX_TYPES:
+            raise ConfigError(f"lancedb index must be one of {', '.join(_INDEX_TYPES)}")
+        self.uri, self.table_name = uri, table
+        self.index_type = None if index is None else index.upper()
+        self.nprobes, self.refine = int(nprobes), int(refine)
+        self.exact = self.index_type is None
+        self._db: Any = None
+        self._table: Any = None
+        self.dialect = Dialect()
+
+    def where(self) -> str:
+        """The URI and table."""
+        return f"{self.uri} table {self.table_name}"
+
+    def describe(self) -> dict[str, Any]:
+        """URI, table and index parameters."""
+        return {
+            "engine": "lancedb", "uri": self.uri, "table": self.table_name,
+            "index": self.index_type, "nprobes": self.nprobes, "refine": self.refine,
+        }  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> LanceStore:
+        """The store a manifest describes."""
+        return cls(
+            str(record["uri"]), table=str(record.get("table", "fastrag")),
+            index=record.get("index"), nprobes=int(record.get("nprobes", 32)),
+            refine=int(record.get("refine", 4)),
+        )  # fmt: skip
+
+    # -- lifecycle -------------------------------------------------------------
+    def _connect(self) -> Any:
+        if self._db is None:
+            self._db = _lancedb().connect(self.uri)
+        return self._db
+
+    @property
+    def table(self) -> Any:
+        """The LanceDB table."""
+        if self._table is None:
+            raise StoreCorruptedError(f"lancedb store {self.where()}: not opened")
+        return self._table
+
+    def create(self, dim: int) -> None:
+        """A new, empty table (replacing one of the same name)."""
+        self._table = self._connect().create_table(
+            self.table_name, schema=_schema(dim), mode="overwrite"
+        )
+
+    def attach(self, dim: int, directory: Path | None, files: Mapping[str, Any]) -> None:
+        """Open the table; its vectors must have the knowledge base's dimension."""
+        table = self._connect().open_table(self.table_name)
+        found = table.schema.field("vector").type.list_size
+        if found != dim:
+            raise StoreCorruptedError(
+                f"lancedb store {self.where()}: vectors of dimension {found}, the knowledge "
+                f"base has {dim}"
+            )
+        self._table = table
+
+    def close(self) -> None:
+        """Drop the connection (reopened by :meth:`attach`)."""
+        self._table = self._db = None
+
+    def finish(self) -> None:
+        """Build the ANN index, when one is asked for and the table has rows."""
+        if self.index_type is None or self.count() < 256:
+            return
+        self.table.create_index(
+            metric="dot", vector_column_name="vector", index_type=self.index_type, replace=True
+        )
+
+    # -- writes ----------------------------------------------------------------
+    def upsert(self, ids: np.ndarray, vectors: np.ndarray, payload: pa.Table) -> None:
+        """Append one batch (one commit)."""
+        dim = vectors.shape[1]
+        flat = pa.array(np.ascontiguousarray(vectors, np.float32).reshape(-1))
+        data = payload.drop_columns(["chunk_id"])
+        table = pa.table(
+            {
+                "chunk_id": pa.array(ids, pa.int64()),
+                "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+                **{name: data.column(name) for name in data.column_names},
+            }
+        )
+        self.table.add(table.cast(_schema(dim)))
+
+    def delete(self, ids: np.ndarray) -> None:
+        """One delete (one commit) for all ``ids``."""
+        if len(ids):
+            self.table.delete(f"chunk_id IN ({', '.join(map(str, np.asarray(ids).tolist()))})")
+
+    def compact(self, live_ids: np.ndarray) -> None:
+        """Compact the table's files and drop old versions (``optimize``)."""
+        self.table.optimize()
+
+    def count(self) -> int:
+        """Rows in the table."""
+        return int(self.table.count_rows())
+
+    # -- search ----------------------------------------------------------------
+    def translate(self, pushdown: Pushdown) -> Any:
+        """A SQL ``WHERE`` of the filter, or None (user metadata conditions)."""
+        return translate(self.dialect, pushdown)
+
+    def search(
+        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` chunk ids by dot product, filtered before the search."""
+        m = queries.shape[0]
+        where = native
+        if ids is not None:
+            if ids.size == 0:
+                return self._pad([[] for _ in range(m)], k)
+            where = f"chunk_id IN ({', '.join(map(str, ids.tolist()))})"
+        q = self.table.search(queries if m > 1 else queries[0]).distance_type("dot").limit(k)
+        if self.index_type is not None:
+            q = q.nprobes(self.nprobes).refine_factor(self.refine)
+        if where is not None:
+            q = q.where(where, prefilter=True)
+        result = q.select(["chunk_id", "_distance"]).to_arrow()
+        qi = (
+            result.column("query_index").to_numpy()
+            if "query_index" in result.column_names
+            else np.zeros(result.num_rows, np.int64)
+        )
+        cids = result.column("chunk_id").to_numpy()
+        scores = 1.0 - result.column("_distance").to_numpy().astype(np.float64)
+        rows: list[list[tuple[int, float]]] = [[] for _ in range(m)]
+        for i, c, s in zip(qi.tolist(), cids.tolist(), scores.tolist(), strict=True):
+            rows[i].append((c, s))
+        for r in rows:
+            r.sort(key=lambda t: -t[1])
+        return self._pad(rows, k)

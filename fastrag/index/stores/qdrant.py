@@ -1,0 +1,277 @@
+"""Qdrant (``qdrant-client``): its local mode on a directory, or a Qdrant server or cluster.
+
+Selected by ``index="qdrant:/abs/dir"`` (local mode: brute-force, exact;
+for tests and small sets) or ``"qdrant://host:6333"`` (``qdrants://`` for
+TLS; the API key from ``QDRANT_API_KEY`` or the ``api_key`` argument, never
+saved). Options after ``?``: ``collection`` (default ``fastrag``).
+
+Points are chunk ids, with the chunk's filterable metadata as payload
+(the user metadata under ``meta``). Filters become a Qdrant ``Filter``
+passed to the search (pre-filtering); conditions it cannot state exactly
+as fastrag means them go down as a ``HasIdCondition`` allow-list. Writes
+are one ``upsert`` per batch and one ``delete`` per call.
+
+Qdrant's local mode commits every point to SQLite on its own: writes cost
+tens of milliseconds per point on a slow disk (see README, "Vector stores").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ...config import ENV_QDRANT_API_KEY, store_secret
+from ...errors import ConfigError, StoreCorruptedError
+from .base import Condition, Pushdown, VectorStore, metadata_objects
+
+__all__ = ["QdrantStore"]
+
+_local_lock = threading.Lock()
+_local_clients: dict[str, list[Any]] = {}
+"""Local mode locks its directory: one client per directory, shared in the process."""
+
+
+def _client_module() -> Any:
+    try:
+        import qdrant_client
+        from qdrant_client import models
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError(
+            "index='qdrant:...' needs qdrant-client: pip install 'fastrag-engine[qdrant]'"
+        ) from exc
+    return qdrant_client, models
+
+
+class QdrantStore(VectorStore):
+    """A Qdrant collection (see the module docstring).
+
+    Parameters
+    ----------
+    path : str, optional
+        Local mode: the directory.
+    url : str, optional
+        A Qdrant server.
+    collection : str
+        The collection's name.
+    api_key : str, optional
+        The server's API key (default: ``QDRANT_API_KEY``).
+    exact : bool, optional
+        Ask a server for exact search (local mode always is).
+    """
+
+    engine = "qdrant"
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        url: str | None = None,
+        collection: str = "fastrag",
+        api_key: str | None = None,
+        exact: bool | None = None,
+    ) -> None:
+        if (path is None) == (url is None):
+            raise ConfigError("a Qdrant store takes a path (local mode) or a url, not both")
+        self.path, self.url, self.collection = path, url, collection
+        self._api_key = api_key
+        self.exact = True if path is not None else bool(exact)
+        self._client: Any = None
+
+    def where(self) -> str:
+        """The directory or URL, and the collection."""
+        return f"{self.path or self.url} collection {self.collection}"
+
+    def secrets(self) -> tuple[str, ...]:
+        """The API key."""
+        key = self._api_key or store_secret(ENV_QDRANT_API_KEY)
+        return (key,) if key else ()
+
+    def describe(self) -> dict[str, Any]:
+        """Where, and the collection (never the API key)."""
+        where = {"path": self.path} if self.path is not None else {"url": self.url}
+        return {"engine": "qdrant", **where, "collection": self.collection}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> QdrantStore:
+        """The store a manifest describes."""
+        return cls(
+            path=record.get("path"), url=record.get("url"),
+            collection=str(record.get("collection", "fastrag")),
+        )  # fmt: skip
+
+    # -- lifecycle -------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """The client (connected on first use)."""
+        if self._client is None:
+            qdrant_client, _ = _client_module()
+            if self.path is not None:
+                with _local_lock:
+                    held = _local_clients.get(self.path)
+                    if held is None:
+                        Path(self.path).mkdir(parents=True, exist_ok=True)
+                        held = _local_clients[self.path] = [
+                            qdrant_client.QdrantClient(path=self.path),
+                            0,
+                        ]
+                    held[1] += 1
+                    self._client = held[0]
+            else:
+                key = self._api_key or store_secret(ENV_QDRANT_API_KEY)
+                self._client = qdrant_client.QdrantClient(url=self.url, api_key=key)
+        return self._client
+
+    def create(self, dim: int) -> None:
+        """A new, empty collection (replacing one of the same name)."""
+        _, models = _client_module()
+        client = self.client
+        if client.collection_exists(self.collection):
+            client.delete_collection(self.collection)
+        client.create_collection(
+            self.collection,
+            vectors_config=models.VectorParams(size=dim, distance=models.Distance.DOT),
+        )
+
+    def attach(self, dim: int, directory: Path | None, files: Mapping[str, Any]) -> None:
+        """Check the collection is there, with vectors of the knowledge base's dimension."""
+        info = self.client.get_collection(self.collection)
+        size = info.config.params.vectors.size
+        if size != dim:
+            raise StoreCorruptedError(
+                f"qdrant store {self.where()}: vectors of dimension {size}, the knowledge "
+                f"base has {dim}"
+            )
+
+    def close(self) -> None:
+        """Close the client (local mode: release the directory's lock); reopened when used."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            if self.path is not None:
+                with _local_lock:
+                    held = _local_clients.get(self.path)
+                    if held is not None and held[0] is client:
+                        held[1] -= 1
+                        if held[1] > 0:
+                            return
+                        del _local_clients[self.path]
+            client.close()
+
+    def _live(self) -> Any:
+        return self.client
+
+    # -- writes ----------------------------------------------------------------
+    def upsert(self, ids: np.ndarray, vectors: np.ndarray, payload: pa.Table) -> None:
+        """One upsert of the batch, payload included."""
+        _, models = _client_module()
+        rows = payload.drop_columns(["metadata"]).to_pylist()
+        for row, meta in zip(rows, metadata_objects(payload), strict=True):
+            row["meta"] = meta
+        self._live().upsert(
+            self.collection,
+            points=models.Batch(
+                ids=[int(i) for i in ids],
+                vectors=np.asarray(vectors, np.float32).tolist(),
+                payloads=rows,
+            ),
+        )
+
+    def delete(self, ids: np.ndarray) -> None:
+        """One delete of every id."""
+        _, models = _client_module()
+        if len(ids):
+            self._live().delete(
+                self.collection,
+                points_selector=models.PointIdsList(points=[int(i) for i in ids]),
+            )
+
+    def count(self) -> int:
+        """Points in the collection."""
+        return int(self._live().count(self.collection, exact=True).count)
+
+    # -- search ----------------------------------------------------------------
+    def translate(self, pushdown: Pushdown) -> Any:
+        """A Qdrant ``Filter``, or None when a condition has no exact translation."""
+        _, models = _client_module()
+        must = []
+        for cond in pushdown.conditions:
+            f = _condition(models, cond)
+            if f is None:
+                return None
+            must.append(f)
+        if pushdown.acl is not None:
+            public = models.FieldCondition(key="public", match=models.MatchValue(value=True))
+            names = sorted(pushdown.acl)
+            if names:
+                shared = models.FieldCondition(key="acl", match=models.MatchAny(any=names))
+                must.append(models.Filter(should=[public, shared]))
+            else:
+                must.append(public)
+        return models.Filter(must=must) if must else None
+
+    def search(
+        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One batch request: top-``k`` points per query, filtered inside the search."""
+        _, models = _client_module()
+        flt = native
+        if ids is not None:
+            if ids.size == 0:
+                return self._pad([[] for _ in queries], k)
+            flt = models.Filter(must=[models.HasIdCondition(has_id=[int(i) for i in ids])])
+        local = self.path is not None  # brute force; it warns on search params
+        params = None if local or not self.exact else models.SearchParams(exact=True)
+        requests = [
+            models.QueryRequest(query=q.tolist(), limit=k, filter=flt, params=params)
+            for q in np.asarray(queries, np.float32)
+        ]
+        answers = self._live().query_batch_points(self.collection, requests=requests)
+        return self._pad([[(int(p.id), float(p.score)) for p in a.points] for a in answers], k)
+
+
+def _present(models: Any, key: str) -> list[Any]:
+    """Conditions that exclude points without the field (must_not)."""
+    return [
+        models.IsEmptyCondition(is_empty=models.PayloadField(key=key)),
+        models.IsNullCondition(is_null=models.PayloadField(key=key)),
+    ]
+
+
+def _condition(models: Any, cond: Condition) -> Any:
+    """One condition as a Qdrant filter clause, or None (no exact translation)."""
+    key = cond.field
+    op, value = cond.op, cond.value
+    if cond.kind == "metadata":
+        # Only string equality and membership mean the same in Qdrant as in fastrag.
+        if op not in ("eq", "in"):
+            return None
+        values = (value,) if op == "eq" else value
+        if not values or not all(isinstance(v, str) for v in values):
+            return None
+        return models.FieldCondition(key=f"meta.{key}", match=models.MatchAny(any=list(values)))
+    if cond.kind == "string":
+        values = (value,) if op in ("eq", "ne") else value
+        if op not in ("eq", "ne", "in", "not_in"):
+            return None
+        if not values or not all(isinstance(v, str) for v in values):
+            return None
+        match = models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+        if op in ("eq", "in"):
+            return match
+        return models.Filter(must_not=[match, *_present(models, key)])
+    # Numbers and timestamps (int microseconds).
+    if op in ("in", "not_in", "eq", "ne"):
+        values = (value,) if op in ("eq", "ne") else value
+        if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return None
+        match = models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+        if op in ("eq", "in"):
+            return match
+        return models.Filter(must_not=[match, *_present(models, key)])
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return models.FieldCondition(key=key, range=models.Range(**{op: value}))

@@ -1,0 +1,307 @@
+"""External vector stores (FAISS, LanceDB, Qdrant local, Milvus Lite) behind VectorIndex.
+
+Every engine runs for real, in this process or started by the test from a
+temporary directory, offline. Sizes are small: Qdrant's local mode commits
+every point to SQLite on its own (tens of milliseconds each on a slow disk).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import shutil
+
+import numpy as np
+import pytest
+
+from fastrag import KnowledgeBase
+from fastrag.errors import ConfigError, SearchIndexError
+from fastrag.retrieve.filters import Principal
+
+ENGINES = {
+    "faiss": "faiss",
+    "lancedb": "lancedb",
+    "qdrant": "qdrant_client",
+    "milvus": "milvus_lite",
+}
+
+
+def _spec(engine: str, tmp_path) -> str:
+    return {
+        "faiss": "faiss",
+        "lancedb": f"lancedb:{tmp_path}/lance",
+        "qdrant": f"qdrant:{tmp_path}/qdrant",
+        "milvus": f"milvus:{tmp_path}/milvus.db",
+    }[engine]
+
+
+@pytest.fixture(scope="module", params=sorted(ENGINES))
+def engine(request):
+    if importlib.util.find_spec(ENGINES[request.param]) is None:
+        pytest.skip(f"{ENGINES[request.param]} is not installed")
+    return request.param
+
+
+_ALPHABET = list("abcdefghijklmnopqrstuvwxyz0123456789")
+WORDS = ["".join(np.random.default_rng(i).choice(_ALPHABET, 3 + i % 4)) for i in range(300)]
+
+
+def _docs(n: int, seed: int = 0, prefix: str = "d") -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        out.append(
+            {
+                "id": f"{prefix}{i}",
+                "text": " ".join(rng.choice(WORDS, 70)),
+                "title": f"title {i % 4}",
+                "source": f"src/{i % 5}.md",
+                "updated_at": dt.datetime(2026, 1, 1 + i % 28, tzinfo=dt.timezone.utc),
+                "acl": ["hr"] if i % 3 == 0 else (["eng", "ops"] if i % 3 == 1 else []),
+                "metadata": {"team": ["hr", "eng", "ops"][i % 3], "level": i % 4},
+            }
+        )
+    return out
+
+
+QUESTIONS = [" ".join(WORDS[i : i + 4]) for i in (0, 40, 80, 120)]
+
+
+def _build(docs, index):
+    return KnowledgeBase.build(docs, index=index, window=120, overlap=20)
+
+
+def _same(kb, ref, k=8, **options):
+    for q in QUESTIONS:
+        got = kb.retrieve(q, k, **options)
+        want = ref.retrieve(q, k, **options)
+        assert len(got) == len(want), (q, options)
+        # Fused scores move by a rank where float rounding swaps two near-tied vector scores.
+        tol = 1e-4 if options.get("mode") == "vector" else 2e-3
+        np.testing.assert_allclose(
+            [h.score for h in got], [h.score for h in want], rtol=tol, atol=1e-6
+        )
+        for g, w in zip(got, want):  # rows differ only where rounding ties the scores
+            assert g.chunk_id == w.chunk_id or abs(g.score - w.score) <= tol * abs(w.score), (
+                q,
+                options,
+            )
+
+
+@pytest.fixture
+def pair(engine, tmp_path):
+    """A knowledge base in the store and its exact twin, for tests that change them."""
+    docs = _docs(24)
+    kb = _build(docs, _spec(engine, tmp_path))
+    ref = _build(docs, "exact")
+    yield kb, ref
+    kb.close()
+
+
+@pytest.fixture(scope="module")
+def shared(engine, tmp_path_factory):
+    """The same, built once per engine, for tests that only read."""
+    docs = _docs(24)
+    kb = _build(docs, _spec(engine, tmp_path_factory.mktemp(engine)))
+    ref = _build(docs, "exact")
+    yield kb, ref
+    kb.close()
+
+
+def test_build_vector_and_hybrid_identical_to_exact(shared, engine):
+    kb, ref = shared
+    assert kb.index == engine
+    assert len(kb) == len(ref)
+    _same(kb, ref, mode="vector")
+    _same(kb, ref, mode="hybrid")
+    stats = kb.stats()["store"]
+    assert stats["engine"] == engine and stats["vectors"] == len(kb)
+
+
+FILTERS = [
+    {"doc_id": "d3"},
+    {"doc_id": ["d1", "d4", "d9"]},
+    {"source": {"ne": "src/1.md"}},
+    {"source": {"not_in": ["src/1.md", "src/2.md"]}},
+    {"title": {"eq": "title 2"}},
+    {"ord": {"gt": 0}},
+    {"ord": {">=": 1, "<": 3}},
+    {"start": {"lte": 200}},
+    {"end": {"lt": 400}},
+    {"chunk_id": {"in": [1, 2, 3, 5, 8, 13, 21]}},
+    {"updated_at": {">=": "2026-01-10"}},
+    {"updated_at": {"lt": dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)}},
+    {"updated_at": {"in": ["2026-01-02T00:00:00+00:00", "2026-01-03T00:00:00+00:00"]}},
+    {"team": "hr"},
+    {"team": {"in": ["eng", "ops"]}},
+    {"team": {"ne": "hr"}},
+    {"level": {"gte": 2}},
+    {"level": {"not_in": [0, 1]}},
+    {"source": "src/2.md", "team": "ops"},
+    {"source": "nowhere"},
+]
+
+
+@pytest.mark.parametrize("where", FILTERS, ids=lambda w: str(w)[:40])
+def test_filters_identical_to_exact(shared, where):
+    kb, ref = shared
+    _same(kb, ref, k=6, mode="vector", where=where)
+
+
+@pytest.mark.parametrize(
+    "principal", [Principal("nobody"), Principal("x", ("hr",)), Principal(None, ("eng", "zz"))]
+)
+def test_acl_principals_identical_to_exact(shared, principal):
+    kb, ref = shared
+    _same(kb, ref, k=6, mode="vector", principal=principal)
+    _same(kb, ref, k=6, mode="hybrid", principal=principal, where={"ord": {"gte": 1}})
+    for q in QUESTIONS:
+        for h in kb.retrieve(q, 20, mode="vector", principal=principal):
+            acl = h.metadata.get("acl") or []
+            assert not acl or set(acl) & principal.names()
+
+
+def test_filtered_query_returns_k_when_k_eligible(shared):
+    kb, ref = shared
+    where = {"doc_id": ["d2", "d5"]}
+    eligible = len(ref.retrieve(QUESTIONS[0], 1000, mode="vector", where=where))
+    assert eligible >= 3
+    for k in (1, eligible, eligible + 5):
+        hits = kb.retrieve(QUESTIONS[0], k, mode="vector", where=where)
+        assert len(hits) == min(k, eligible)
+
+
+def test_add_delete_replace_compact(pair, engine):
+    kb, ref = pair
+    more = _docs(6, seed=1, prefix="n")
+    for x in (kb, ref):
+        x.add(more)
+    _same(kb, ref, mode="vector")
+    for x in (kb, ref):
+        assert x.delete(["d0", "d1", "n2"]) > 0
+    _same(kb, ref, mode="vector")
+    _same(kb, ref, mode="vector", where={"team": "eng"})
+    gone = {h.doc_id for q in QUESTIONS for h in kb.retrieve(q, 500, mode="vector")}
+    assert not gone & {"d0", "d1", "n2"}
+    repl = [dict(_docs(1, seed=7, prefix="d")[0], id="d5")]
+    for x in (kb, ref):
+        x.add(repl, replace=["d5"])
+    _same(kb, ref, mode="hybrid")
+    for x in (kb, ref):
+        x.compact()
+    _same(kb, ref, mode="vector")
+    assert kb.stats()["store"]["vectors"] >= len(kb)
+    report = kb.verify(QUESTIONS)
+    assert report["index"] == engine and report["recall"] == 1.0
+
+
+def test_save_load_reattach(pair, engine, tmp_path):
+    kb, ref = pair
+    kb.save(tmp_path / "kb")
+    first = kb.stats()["snapshot"]
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    assert loaded.index == engine
+    _same(loaded, ref, mode="hybrid")
+    _same(loaded, ref, mode="vector", where={"team": {"in": ["hr", "ops"]}})
+    # An older snapshot never returns a chunk deleted after it was saved.
+    loaded.delete(["d3"])
+    ref.delete(["d3"])
+    loaded.save(tmp_path / "kb")
+    older = KnowledgeBase.load(tmp_path / "kb", snapshot=first)
+    found = {h.doc_id for q in QUESTIONS for h in older.retrieve(q, 200, mode="vector")}
+    assert "d3" not in found or engine == "faiss"  # FAISS: the snapshot's own saved index
+    newest = KnowledgeBase.load(tmp_path / "kb")
+    _same(newest, ref, mode="vector")
+    for x in (loaded, older, newest):
+        x.close()
+
+
+def test_manifest_names_the_store_without_secrets(engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("QDRANT_API_KEY", "s3cret-qdrant")
+    monkeypatch.setenv("MILVUS_TOKEN", "s3cret-milvus")
+    kb = _build(_docs(4), _spec(engine, tmp_path))
+    kb.save(tmp_path / "kb")
+    text = (tmp_path / "kb" / "manifest.json").read_text()
+    assert f'"engine": "{engine}"' in text.replace('":"', '": "')
+    assert "s3cret" not in text
+    kb.close()
+
+
+def _break(engine, kb, tmp_path):
+    """Make the store fail on its next write."""
+    store = kb._corpus.external
+    if engine == "faiss":
+        store._index = None
+    elif engine == "lancedb":
+        shutil.rmtree(tmp_path / "lance")
+        (tmp_path / "lance").write_text("not a directory")
+    elif engine == "qdrant":
+        store.client.close()  # the local instance refuses every call from now on
+    elif engine == "milvus":
+        from milvus_lite.server_manager import server_manager_instance
+
+        server_manager_instance.release_all()  # stops the Milvus Lite server
+
+
+def test_store_failing_mid_write_leaves_kb_unchanged(pair, engine, tmp_path):
+    kb, ref = pair
+    before = [[h.chunk_id for h in kb.retrieve(q, 8, mode="keyword")] for q in QUESTIONS]
+    n, docs = len(kb), kb.stats()["documents"]
+    _break(engine, kb, tmp_path)
+    with pytest.raises(SearchIndexError) as info:
+        kb.add(_docs(3, seed=5, prefix="x"))
+    assert "s3cret" not in str(info.value)
+    with pytest.raises(SearchIndexError):
+        kb.delete(["d2"])
+    assert len(kb) == n and kb.stats()["documents"] == docs
+    after = [[h.chunk_id for h in kb.retrieve(q, 8, mode="keyword")] for q in QUESTIONS]
+    assert after == before
+
+
+def test_bad_store_strings():
+    with pytest.raises(ConfigError):
+        KnowledgeBase.build(_docs(2), index="nosuchstore:/x")
+    with pytest.raises(ConfigError):
+        KnowledgeBase.build(_docs(2), index="faiss:IVF4,Flat?nprobe=x")
+    with pytest.raises(ConfigError):
+        KnowledgeBase.build(_docs(2), index="faiss?bogus=1")
+    with pytest.raises(ConfigError) as info:
+        KnowledgeBase.build(_docs(2), index="qdrant://admin:hunter2@db:6333")
+    assert "hunter2" not in str(info.value)
+
+
+def test_faiss_ivf_and_hnsw_recall(tmp_path):
+    pytest.importorskip("faiss")
+    docs = _docs(60)
+    ref = _build(docs, "exact")
+    for spec in ("faiss:IVF4,Flat?nprobe=4", "faiss:HNSW16"):
+        kb = _build(docs, spec)
+        _same(kb, ref, mode="vector")
+        _same(kb, ref, mode="vector", where={"team": "hr"})
+        kb.delete(["d0", "d7"])
+        ref2 = _build([d for d in docs if d["id"] not in ("d0", "d7")], "exact")
+        assert kb.verify(QUESTIONS)["recall"] >= 0.95
+        assert len(kb.retrieve(QUESTIONS[0], 10, mode="vector")) == 10
+        kb.compact()
+        kb.save(tmp_path / spec.replace(":", "_").replace(",", "_").replace("?", "_"))
+        del ref2
+
+
+def test_cli_index_and_serve_load_a_store(tmp_path, capsys):
+    pytest.importorskip("faiss")
+    from fastrag.cli import main
+    from fastrag.serve.registry import _open
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    for d in _docs(5):
+        (src / f"{d['id']}.txt").write_text(d["text"], encoding="utf-8")
+    assert main(["index", str(src), "--kb", str(tmp_path / "kb"), "--index", "faiss:HNSW16"]) == 0
+    kb = KnowledgeBase.load(tmp_path / "kb")
+    assert kb.index == "faiss" and kb.stats()["store"]["factory"] == "HNSW16"
+    # A second run syncs into the same store.
+    (src / "extra.txt").write_text(" ".join(WORDS[:60]), encoding="utf-8")
+    assert main(["index", str(src), "--kb", str(tmp_path / "kb"), "--index", "faiss"]) == 0
+    served = _open(tmp_path / "kb")  # what fastrag serve does with a knowledge base
+    assert served.kb.index == "faiss"
+    assert served.kb.retrieve(" ".join(WORDS[:4]), 3, mode="vector")[0].doc_id.startswith("extra")
