@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check that `asv continuous` catches a regression across two commits of this repository.
 #
-#     benchmarks/check_continuous.sh            # about 10-20 minutes on 2 cores: two builds, one env
+#     benchmarks/check_continuous.sh            # 20-30 minutes on a busy 2-core machine: one env, two builds
 #     KEEP=1 benchmarks/check_continuous.sh     # keep the temporary clone (printed) to look at
 #
 # What it does, in a temporary clone of the current HEAD (commit first: uncommitted work is not in
@@ -9,12 +9,13 @@
 #   1. commits a deliberate 2x slowdown of one kernel: the exact top-k scan wrapper
 #      (fastrag/index/exact.py, _scan_path) calls its kernel twice; batches of 1 take that path,
 #      batches of 64 and more the BLAS path, which stays as it was;
-#   2. runs `asv continuous -b 'ExactTopK.time_exact_topk$' BASE SLOW`: asv builds a virtualenv
+#   2. runs `asv continuous -b 'ExactTopK\.time_exact_topk\(100000, 384, (1|64)\)' BASE SLOW`
+#      (the batch-1 row, slowed, and the batch-64 row, not): asv builds a virtualenv
 #      from the repository (pip wheel of each commit, then pip install of it with its
 #      dependencies from the package index; no other network), runs the benchmark on both
 #      commits and compares them;
-#   3. passes (exit 0) when asv reports the benchmark under "PERFORMANCE DECREASED" for the
-#      batch-1 rows, and fails (exit 1) otherwise.
+#   3. passes (exit 0) when asv reports the batch-1 row under "PERFORMANCE DECREASED", and
+#      fails (exit 1) otherwise.
 # Numba compiles the kernels once per environment into a cache inside the clone (setup_cache,
 # not timed). The virtualenv gets the Python version asv itself runs on. Environment variables:
 # BENCH (the -b regex), FACTOR (asv's --factor, default 1.3).
@@ -23,7 +24,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(git -C "$here" rev-parse --show-toplevel)
 python=$(command -v python3 || command -v python)
-bench=${BENCH:-'ExactTopK.time_exact_topk$'}
+# parameterised names are matched with their parameters: "...time_exact_topk(100000, 384, 1)"
+bench=${BENCH:-'ExactTopK\.time_exact_topk\(100000, 384, (1|64)\)'}
 factor=${FACTOR:-1.3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/fastrag-asv-continuous.XXXXXX")
 if [[ -z "${KEEP:-}" ]]; then
