@@ -58,7 +58,9 @@ cd benchmarks
 export NUMBA_CACHE_DIR="$work/numba-cache"
 asv machine --yes --machine asv-continuous-check >/dev/null
 set +e
-asv continuous --machine asv-continuous-check --factor "$factor" \
+# --no-interleave-rounds: each commit is installed once, not once per round; every install gives
+# the kernels' files new times, so Numba's cache misses and setup_cache compiles them again.
+asv continuous --machine asv-continuous-check --factor "$factor" --no-interleave-rounds \
     --show-stderr -b "$bench" "$base" "$slow" 2>&1 | tee "$work/continuous.log"
 status=${PIPESTATUS[0]}
 set -e
