@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check that `asv continuous` catches a regression across two commits of this repository.
 #
-#     benchmarks/check_continuous.sh            # 20-30 minutes on a busy 2-core machine: one env, two builds
+#     benchmarks/check_continuous.sh            # 26 minutes at load 15-25 on 2 cores: one env, two builds
 #     KEEP=1 benchmarks/check_continuous.sh     # keep the temporary clone (printed) to look at
 #
 # What it does, in a temporary clone of the current HEAD (commit first: uncommitted work is not in
@@ -58,8 +58,8 @@ cd benchmarks
 export NUMBA_CACHE_DIR="$work/numba-cache"
 asv machine --yes --machine asv-continuous-check >/dev/null
 set +e
-# --no-interleave-rounds: each commit is installed once, not once per round; every install gives
-# the kernels' files new times, so Numba's cache misses and setup_cache compiles them again.
+# --no-interleave-rounds: each commit is installed once, not once per round (measured here: the
+# second commit's setup_cache found the kernels cached, since native/ did not change between them).
 asv continuous --machine asv-continuous-check --factor "$factor" --no-interleave-rounds \
     --show-stderr -b "$bench" "$base" "$slow" 2>&1 | tee "$work/continuous.log"
 status=${PIPESTATUS[0]}
