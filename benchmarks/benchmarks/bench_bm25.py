@@ -15,7 +15,7 @@ from fastrag.index.keyword import BM25Index
 from fastrag.text.chunking import Chunker
 from fastrag.text.tokenize import Tokenizer
 
-from .common import texts
+from .common import Compiled, texts
 
 
 def _rows(chars: int):
@@ -34,7 +34,7 @@ def _questions(rows: list[str], m: int, seed: int = 0) -> list[str]:
     return out
 
 
-class Tokenize:
+class Tokenize(Compiled):
     """``Tokenizer.tokenize_utf8`` over 2 MB of chunk text, with and without stemming."""
 
     params = [[None, "porter"]]
@@ -50,7 +50,7 @@ class Tokenize:
         self.tokenizer.tokenize_utf8(self.chunks.text_data, self.chunks.text_offsets)
 
 
-class Build:
+class Build(Compiled):
     """``BM25Index.build`` from chunk text (tokenisation included)."""
 
     params = [[1_400_000]]
@@ -70,7 +70,7 @@ class Build:
         BM25Index.build(self.chunks.text_data, self.chunks.text_offsets, self.tokenizer)
 
 
-class Search:
+class Search(Compiled):
     """``BM25Index.search`` from question text: one question (latency) and a batch."""
 
     params = [[1, 256], [10, 100]]
@@ -94,7 +94,7 @@ class Search:
         self.index.search(self.questions, k, mask=self.mask)
 
 
-class Pruning:
+class Pruning(Compiled):
     """Block-max MaxScore against the exhaustive kernel on a Zipfian corpus (same results).
 
     200,000 short documents of ``fastrag.datasets.synthetic.zipf_documents``;

@@ -15,12 +15,12 @@ from fastrag._native import chunking as kernels
 
 from fastrag.text.chunking import Chunker
 
-from .common import texts
+from .common import Compiled, texts
 
 BYTES_PER_CHAR = 1.47
 
 
-class Chunk:
+class Chunk(Compiled):
     """``Chunker.chunk`` on 1 MB and 10 MB of text, at two window sizes (overlap = window / 5)."""
 
     params = [[1, 10], [200, 1000]]
@@ -46,7 +46,7 @@ class Chunk:
         self.chunker.chunk(self.texts)
 
 
-class ChunkOne:
+class ChunkOne(Compiled):
     """Latency of chunking one short document (the per-call overhead)."""
 
     def setup(self) -> None:

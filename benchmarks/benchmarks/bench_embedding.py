@@ -8,10 +8,10 @@ from fastrag._native import embedding as kernels
 from fastrag import VocabularyEmbedder
 from fastrag.text import Chunker
 
-from .common import texts
+from .common import Compiled, texts
 
 
-class VocabularyEmbed:
+class VocabularyEmbed(Compiled):
     params = [[2_000_000, 20_000_000], [384, 1024, None]]
     param_names = ["chars", "max_features"]
 
@@ -29,7 +29,7 @@ class VocabularyEmbed:
         self.emb.embed_utf8(self.data, self.offsets)
 
 
-class VocabularyFit:
+class VocabularyFit(Compiled):
     params = [[2_000_000, 20_000_000]]
     param_names = ["chars"]
 

@@ -11,7 +11,7 @@ from fastrag._native import topk as kernels
 
 from fastrag.index.exact import exact_topk, merge_topk
 
-from .common import unit_vectors
+from .common import Compiled, unit_vectors
 
 
 def _warm() -> None:
@@ -22,7 +22,7 @@ def _warm() -> None:
     exact_topk(unit_vectors(70, 8, seed=1), tiny, 5)
 
 
-class ExactTopK:
+class ExactTopK(Compiled):
     params = [[10_000, 100_000], [384], [1, 64, 1024]]
     param_names = ["n", "dim", "batch"]
     timeout = 300
@@ -44,7 +44,7 @@ class ExactTopK:
         exact_topk(self.queries, self.corpus, 10, mask=self.mask)
 
 
-class MergeTopK:
+class MergeTopK(Compiled):
     params = [[1, 1024], [4, 64]]
     param_names = ["batch", "segments"]
 
