@@ -23,11 +23,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from fastrag.datasets.synthetic import zipf_documents  # noqa: E402
 from naive.reference_retriever import Retriever as Reference  # noqa: E402
 
 from fastrag import KnowledgeBase  # noqa: E402
 from fastrag.answer.options import parse_options  # noqa: E402
-from fastrag.datasets.synthetic import zipf_documents  # noqa: E402
 from fastrag.retrieve.options import RetrievalOptions  # noqa: E402
 from fastrag.retrieve.retriever import Retriever  # noqa: E402
 
