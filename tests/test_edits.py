@@ -74,7 +74,9 @@ class Edits(RuleBasedStateMachine):
         self.model[doc_id] = (tag, text)
         return {"id": doc_id, "text": text}
 
-    @initialize(n=st.integers(1, 4), seed=st.integers(0, 2**16), index=st.sampled_from(["exact", "hnsw"]))
+    @initialize(
+        n=st.integers(1, 4), seed=st.integers(0, 2**16), index=st.sampled_from(["exact", "hnsw"])
+    )
     def build(self, n, seed, index):
         docs = [self._doc(f"d{i}", seed + i) for i in range(n)]
         self.kb = KnowledgeBase.build(
@@ -94,7 +96,11 @@ class Edits(RuleBasedStateMachine):
             self.kb.delete(doc_id)
             del self.model[doc_id]
 
-    @rule(pick=st.integers(0, 50), seed=st.integers(0, 2**16), how=st.sampled_from(["delete-add", "replace", "sync"]))
+    @rule(
+        pick=st.integers(0, 50),
+        seed=st.integers(0, 2**16),
+        how=st.sampled_from(["delete-add", "replace", "sync"]),
+    )
     def replace(self, pick, seed, how):
         doc_id = sorted(self.model)[pick % len(self.model)]
         doc = self._doc(doc_id, seed)
@@ -136,7 +142,9 @@ test_edits_against_a_model = Edits.TestCase
 def test_the_reported_sequence_loads(tmp_path):
     """The report: 20 documents, then twice load, replace d7, save; the next load failed."""
     root = tmp_path / "kb"
-    docs = [{"id": f"d{i}", "text": f"document {i} about pumps and belts number{i}"} for i in range(20)]
+    docs = [
+        {"id": f"d{i}", "text": f"document {i} about pumps and belts number{i}"} for i in range(20)
+    ]
     KnowledgeBase.build(docs).save(root)
     for round_ in range(3):
         kb = KnowledgeBase.load(root)
@@ -178,7 +186,11 @@ def test_a_folder_edited_and_indexed_again_and_again(tmp_path, capsys):
             (docs / name).unlink()
             del live[name]
         else:
-            live[name] = f"{name} edit {step} " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 40))) + f" mark{step}z"
+            live[name] = (
+                f"{name} edit {step} "
+                + " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 40)))
+                + f" mark{step}z"
+            )
             (docs / name).write_text(live[name], encoding="utf-8")
         assert main(["index", str(docs), "--kb", str(kb_path)]) == 0
         kb = KnowledgeBase.load(kb_path, verify=True)

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from naive import embedding as naive
 
 from fastrag import VocabularyEmbedder
-from fastrag.embed.base import check_embedder_matches, embedder_from_config
+from fastrag.embed.base import check_embedder_matches
+from fastrag.embed.registry import embedder_from_config
 from fastrag.errors import ConfigError, EmbedderError, EmbedderMismatchError, NotFittedError
 
 ALPHABET = st.sampled_from(
