@@ -54,8 +54,10 @@ def compiled_kernels():
     the ``__pycache__`` beside the installed kernels). The child runs where
     the installed package is imported first (a source checkout's fastrag/
     lacks the kernels). A failure here is the cold-cache warm-up failing.
+    ``FASTRAG_TEST_WARMUP=0`` skips it (a run of a few tests on an empty
+    cache then compiles only what they call).
     """
-    if JIT_DISABLED:
+    if JIT_DISABLED or os.environ.get("FASTRAG_TEST_WARMUP", "1") == "0":
         return
     where = Path(fastrag.__file__).resolve().parent.parent
     subprocess.run(

@@ -128,6 +128,40 @@ def test_config_round_trip_and_mismatch():
         embedder_from_config(tampered)
 
 
+def test_the_registry_rebuilds_by_type_and_names_what_it_cannot():
+    from fastrag import OpenAIEmbedder
+
+    saved = OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", model="m", api_key="k").config()
+    assert isinstance(embedder_from_config(saved), OpenAIEmbedder)
+    for config in ({"type": "mine"}, {"type": "static"}, {}, {"type": ["static"]}):
+        # a user's embedder, and a static table without the snapshot that holds it
+        with pytest.raises(EmbedderError, match="pass embedder="):
+            embedder_from_config(config)
+
+
+def test_each_embedder_declares_its_kind():
+    from fastrag import OpenAIEmbedder, StaticEmbedder
+    from fastrag.embed.base import EMBEDDER_KINDS, embedder_kind
+
+    assert (VocabularyEmbedder.kind, StaticEmbedder.kind, OpenAIEmbedder.kind) == EMBEDDER_KINDS
+    assert embedder_kind(VocabularyEmbedder().fit(["abc"])) == "vocabulary"
+
+    class Mine:
+        dim = 2
+
+    class Declared(Mine):
+        kind = "static"
+
+    class Odd(Mine):
+        kind = "sparse"  # not a kind fusion knows: a model's defaults
+
+    class Inherits(VocabularyEmbedder):
+        pass
+
+    assert embedder_kind(Mine()) == "model" and embedder_kind(Odd()) == "model"
+    assert embedder_kind(Declared()) == "static" and embedder_kind(Inherits()) == "vocabulary"
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, 2.5, "10"])
 def test_bad_max_features(bad):
     with pytest.raises(ConfigError):
