@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,6 +39,31 @@ DOCS = [
         "Multi-factor authentication is mandatory for e-mail and VPN.",
     },
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels():
+    """Every kernel signature the engine uses, compiled once per session into the shared cache.
+
+    ``fastrag.warmup()`` runs in a child process before the first test: on an
+    empty cache it compiles in two processes at once (both cores; compiling
+    holds the GIL), on a warm one it only loads. This process, the servers,
+    the CLI and Ray children of the tests then load the kernels from Numba's
+    on-disk cache instead of each compiling its own: they inherit this
+    environment, so they use the same cache (``NUMBA_CACHE_DIR`` or, unset,
+    the ``__pycache__`` beside the installed kernels). The child runs where
+    the installed package is imported first (a source checkout's fastrag/
+    lacks the kernels). A failure here is the cold-cache warm-up failing.
+    ``FASTRAG_TEST_WARMUP=0`` skips it (a run of a few tests on an empty
+    cache then compiles only what they call).
+    """
+    if JIT_DISABLED or os.environ.get("FASTRAG_TEST_WARMUP", "1") == "0":
+        return
+    where = Path(fastrag.__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-c", "import fastrag; fastrag.warmup()"],
+        cwd=where, stdin=subprocess.DEVNULL, check=True, timeout=1800,
+    )  # fmt: skip
 
 
 @pytest.fixture

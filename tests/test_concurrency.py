@@ -75,10 +75,11 @@ def test_thread_setting_is_per_call_and_restored():
 
 
 class _AsyncEcho:
-    """An async generator that records when each call starts."""
+    """An async generator that records when each call starts (and signals the first)."""
 
     def __init__(self, events: list[str]) -> None:
         self.events = events
+        self.called = threading.Event()
 
     async def agenerate(self, question, hits):
         import asyncio
@@ -86,6 +87,7 @@ class _AsyncEcho:
         from fastrag.types import Generation
 
         self.events.append(f"call {question}")
+        self.called.set()
         await asyncio.sleep(0.01)
         return Generation(text=f"answer to {question}", found=True)
 
@@ -101,21 +103,25 @@ def test_generate_stream_overlaps_blocks_and_keeps_order():
     events: list[str] = []
     gen = _AsyncEcho(events)
 
-    def blocks():
+    def blocks(wait_for_a_call: bool):
         for b in range(3):
+            if b == 2 and wait_for_a_call:
+                # Slow preparation: block 2 is produced only once a call of the blocks before
+                # has started. Without the overlap no call starts before every block is
+                # produced, and the wait ends unsignalled (a failure, not a hang).
+                events.append(f"block 2 waited: {gen.called.wait(timeout=30)}")
             events.append(f"block {b}")
-            if b:
-                import time
-
-                time.sleep(0.05)  # slow preparation: calls of earlier blocks run meanwhile
             yield [(f"q{b}-{i}", []) for i in range(4)]
 
-    out = generate_stream(gen, blocks(), max_concurrency=8)
+    out = generate_stream(gen, blocks(True), max_concurrency=8)
     assert [g.text for g in out] == [f"answer to q{b}-{i}" for b in range(3) for i in range(4)]
+    assert "block 2 waited: True" in events
     # block 0's calls started before block 2 was produced
     assert events.index("call q0-0") < events.index("block 2")
-    serial = generate_stream(gen, blocks(), max_concurrency=1)  # no async path: collected first
+    events.clear()
+    serial = generate_stream(gen, blocks(False), max_concurrency=1)  # no async path: collected
     assert [g.text for g in serial] == [g.text for g in out]
+    assert not any(e.startswith("call") for e in events)  # the sync form answered
 
 
 def test_generate_stream_raises_what_preparation_raised():

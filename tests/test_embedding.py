@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from naive import embedding as naive
 
 from fastrag import VocabularyEmbedder
-from fastrag.embed.base import check_embedder_matches, embedder_from_config
+from fastrag.embed.base import check_embedder_matches
+from fastrag.embed.registry import embedder_from_config
 from fastrag.errors import ConfigError, EmbedderError, EmbedderMismatchError, NotFittedError
 
 ALPHABET = st.sampled_from(
@@ -125,6 +126,40 @@ def test_config_round_trip_and_mismatch():
     tampered = dict(cfg, vocabulary=cfg["vocabulary"][::-1])
     with pytest.raises(EmbedderError, match="sha256"):
         embedder_from_config(tampered)
+
+
+def test_the_registry_rebuilds_by_type_and_names_what_it_cannot():
+    from fastrag import OpenAIEmbedder
+
+    saved = OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", model="m", api_key="k").config()
+    assert isinstance(embedder_from_config(saved), OpenAIEmbedder)
+    for config in ({"type": "mine"}, {"type": "static"}, {}, {"type": ["static"]}):
+        # a user's embedder, and a static table without the snapshot that holds it
+        with pytest.raises(EmbedderError, match="pass embedder="):
+            embedder_from_config(config)
+
+
+def test_each_embedder_declares_its_kind():
+    from fastrag import OpenAIEmbedder, StaticEmbedder
+    from fastrag.embed.base import EMBEDDER_KINDS, embedder_kind
+
+    assert (VocabularyEmbedder.kind, StaticEmbedder.kind, OpenAIEmbedder.kind) == EMBEDDER_KINDS
+    assert embedder_kind(VocabularyEmbedder().fit(["abc"])) == "vocabulary"
+
+    class Mine:
+        dim = 2
+
+    class Declared(Mine):
+        kind = "static"
+
+    class Odd(Mine):
+        kind = "sparse"  # not a kind fusion knows: a model's defaults
+
+    class Inherits(VocabularyEmbedder):
+        pass
+
+    assert embedder_kind(Mine()) == "model" and embedder_kind(Odd()) == "model"
+    assert embedder_kind(Declared()) == "static" and embedder_kind(Inherits()) == "vocabulary"
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 2.5, "10"])

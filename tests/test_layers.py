@@ -1,12 +1,15 @@
-"""The package's layers: every import goes down (DESIGN.md, "Layers").
+"""The package's layers: every import goes down (DESIGN.md, "Layers"), and none goes round.
 
-Reads the source tree (imports at any depth, lazy ones included) and checks
-each fastrag module imports only the layers its own layer may use.
+Reads the source tree (imports at any depth, lazy ones inside functions
+included) and checks each fastrag module imports only the layers its own
+layer may use, and that no chain of imports leads back to where it started.
+The checkers are fed synthetic sources too, so that each is seen to fail.
 """
 
 from __future__ import annotations
 
 import ast
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,10 +62,16 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module) of every fastrag import in a file."""
-    module = _module_name(path)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    return _imports_of(path.read_text(), _module_name(path), path.name == "__init__.py", str(path))
+
+
+def _imports_of(
+    source: str, module: str, is_package: bool, filename: str = "<source>"
+) -> list[tuple[int, str]]:
+    """(line, absolute module) of every fastrag import in ``source``, the text of ``module``."""
+    package = module if is_package else module.rsplit(".", 1)[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "fastrag"]
         elif isinstance(node, ast.ImportFrom):
@@ -87,26 +96,112 @@ def _sources() -> list[Path]:
     )
 
 
+def _climbs(module: str, imports: list[tuple[int, str]], where: str) -> list[str]:
+    """The imports of ``module`` that climb a layer (or reach an entry point), as messages."""
+    layer = _layer(module)
+    if layer in ENTRY:
+        return []
+    allowed = LAYERS[layer] | {layer}
+    bad = []
+    for line, target in imports:
+        tlayer = _layer(target)
+        if tlayer in ENTRY and target != "fastrag":
+            bad.append(f"{where}:{line}: {layer} imports {target} (an entry point)")
+        elif target == "fastrag" and layer != "__init__":
+            bad.append(f"{where}:{line}: {layer} imports the top-level package")
+        elif tlayer not in allowed and tlayer not in ENTRY:
+            bad.append(f"{where}:{line}: {layer} imports {target} ({tlayer})")
+    return bad
+
+
 def test_imports_only_go_down():
     bad = []
     for path in _sources():
-        layer = _layer(_module_name(path))
-        if layer in ENTRY:
-            continue
-        allowed = LAYERS[layer] | {layer}
-        for line, target in _imports(path):
-            tlayer = _layer(target)
-            if tlayer in ENTRY and target != "fastrag":
-                bad.append(
-                    f"{path.relative_to(ROOT)}:{line}: {layer} imports {target} (an entry point)"
-                )
-            elif target == "fastrag" and layer != "__init__":
-                bad.append(
-                    f"{path.relative_to(ROOT)}:{line}: {layer} imports the top-level package"
-                )
-            elif tlayer not in allowed and tlayer not in ENTRY:
-                bad.append(f"{path.relative_to(ROOT)}:{line}: {layer} imports {target} ({tlayer})")
+        bad += _climbs(_module_name(path), _imports(path), str(path.relative_to(ROOT)))
     assert not bad, "imports that climb a layer:\n" + "\n".join(bad)
+
+
+def _graph(imports: dict[str, list[tuple[int, str]]]) -> dict[str, dict[str, int]]:
+    """Module -> {module it imports: first line}; ``from p import name`` is an edge to ``p``.
+
+    A target is the longest prefix of the imported name that is a module of
+    the tree (``fastrag.x.y.Name`` -> ``fastrag.x.y``); a module importing
+    its own package's ``__init__`` is an edge like any other (the package's
+    ``__init__`` imports its submodules: that is a circle).
+    """
+    graph: dict[str, dict[str, int]] = {}
+    for module, found in imports.items():
+        edges = graph.setdefault(module, {})
+        for line, target in found:
+            while target not in imports and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in imports and target != module:
+                edges.setdefault(target, line)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def _describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
+    inside = set(component)
+    edges = [
+        f"  {a}:{line} -> {b}" for a in component for b, line in graph[a].items() if b in inside
+    ]
+    return "\n".join([" <-> ".join(component), *edges])
+
+
+KNOWN_CYCLES: list[list[str]] = [
+    # TEMPORARY, issue 22: store/loaders/__init__.py imports store/sources.py (inside a
+    # function) and sources.py imports the loaders. Another branch removes it; delete this
+    # allowance when that branch is merged. Only this exact circle is allowed.
+    ["fastrag.store.loaders", "fastrag.store.sources"],
+]
+"""Import circles tolerated for now, each exactly as :func:`_cycles` reports it."""
+
+
+def _tree_graph() -> dict[str, dict[str, int]]:
+    return _graph({_module_name(p): _imports(p) for p in _sources()})
+
+
+def test_no_import_cycles():
+    graph = _tree_graph()
+    found = [c for c in _cycles(graph) if c not in KNOWN_CYCLES]
+    assert not found, "import cycles (module-level or inside functions):\n" + "\n".join(
+        _describe(c, graph) for c in found
+    )
 
 
 def test_every_module_has_a_layer():
@@ -129,10 +224,70 @@ def test_native_imports_nothing_of_fastrag_and_no_third_party_but_numpy_and_numb
                 assert top not in ("fastrag", "pyarrow", "hnswlib", "httpx"), (path, name)
 
 
-def test_the_checker_sees_a_climb(tmp_path):
-    # A check that cannot fail is no check: an upward import must be reported.
-    sample = PACKAGE / "text" / "tokens.py"
-    found = _imports(sample)
-    assert all(_layer(t) in LAYERS["text"] | {"text"} for _, t in found)
-    assert _layer("fastrag.kb") == "kb" and "kb" not in LAYERS["answer"]
-    assert _layer("fastrag.retrieve.corpus") not in LAYERS["store"]
+def _synthetic(sources: dict[str, str]) -> dict[str, list[tuple[int, str]]]:
+    """The imports of synthetic modules: dotted name -> source (a package's name ends ``.__init__``)."""
+    out = {}
+    for name, source in sources.items():
+        is_package = name.endswith(".__init__")
+        module = name.removesuffix(".__init__")
+        out[module] = _imports_of(textwrap.dedent(source), module, is_package, name)
+    return out
+
+
+def test_the_checker_rejects_a_climb():
+    # A check that cannot fail is no check: an upward import, at module level or inside a
+    # function, relative or absolute, must be reported; a downward one must not.
+    climbing = {
+        "fastrag.text.fake": """
+            from ..retrieve.retriever import Retriever
+
+            def later():
+                from fastrag.kb import KnowledgeBase
+                import fastrag.serve.app
+            """,
+    }
+    found = _synthetic(climbing)["fastrag.text.fake"]
+    assert [t for _, t in found] == [
+        "fastrag.retrieve.retriever",
+        "fastrag.kb",
+        "fastrag.serve.app",
+    ]
+    bad = _climbs("fastrag.text.fake", found, "fake.py")
+    assert len(bad) == 3, bad
+    assert "fake.py:2: text imports fastrag.retrieve.retriever (retrieve)" in bad
+    assert "fake.py:5: text imports fastrag.kb (kb)" in bad
+    assert "fake.py:6: text imports fastrag.serve.app (an entry point)" in bad
+    going_down = _synthetic({"fastrag.answer.fake": "from ..retrieve import options\n"})
+    assert _climbs("fastrag.answer.fake", going_down["fastrag.answer.fake"], "fake.py") == []
+
+
+def test_the_checker_rejects_a_cycle():
+    # Three modules of one layer in a circle, one edge a lazy import inside a function, one a
+    # package __init__ re-exporting a submodule; a fourth module off the circle.
+    sources = {
+        "fastrag.embed.__init__": "from .a import A\n",
+        "fastrag.embed.a": "from .b import B\n",
+        "fastrag.embed.b": "def f():\n    from fastrag.embed import A\n",
+        "fastrag.embed.c": "from . import a\nfrom .b import B\n",
+    }
+    graph = _graph(_synthetic(sources))
+    assert graph["fastrag.embed.b"] == {"fastrag.embed": 2}
+    assert graph["fastrag.embed.c"] == {"fastrag.embed.a": 1, "fastrag.embed.b": 2}
+    assert _cycles(graph) == [["fastrag.embed", "fastrag.embed.a", "fastrag.embed.b"]]
+    # The same modules without the lazy import: no circle.
+    sources["fastrag.embed.b"] = "def f():\n    return 1\n"
+    assert _cycles(_graph(_synthetic(sources))) == []
+    # Two modules importing each other's names at module level.
+    pair = _synthetic(
+        {"fastrag.answer.x": "from .y import f\n", "fastrag.answer.y": "from . import x\n"}
+    )
+    assert _cycles(_graph(pair)) == [["fastrag.answer.x", "fastrag.answer.y"]]
+
+
+def test_the_tree_is_read_whole():
+    # The real graph holds the edges the checkers rely on: lazy imports are seen, and a
+    # module is found under its installed name (native/ is fastrag._native).
+    graph = _tree_graph()
+    assert "fastrag._native" in graph and "fastrag.embed.registry" in graph
+    assert "fastrag.embed.static" in graph["fastrag.embed.registry"]  # a lazy import
+    assert all(_layer(t) in LAYERS["text"] | {"text"} for t in graph["fastrag.text.tokenize"])

@@ -20,16 +20,54 @@ def test_the_quick_start_runs(tmp_path, monkeypatch, capsys):
     assert "True 年假申请需提前3天提交。[1]" in out
 
 
+class _Recorder:
+    """Stands for ``kb`` in an example: forwards every call and keeps what it returned."""
+
+    def __init__(self, kb):
+        self.kb = kb
+        self.calls: list[tuple[str, object]] = []
+
+    def __getattr__(self, name):
+        method = getattr(self.kb, name)
+
+        def call(*args, **kwargs):
+            out = method(*args, **kwargs)
+            self.calls.append((name, out))
+            return out
+
+        return call
+
+
 def test_the_options_example_runs():
     import fastrag
 
     block = next(b for b in _blocks("python") if "fastrag.RetrievalOptions(" in b)
     kb = fastrag.KnowledgeBase.build(
-        [{"id": "a", "text": "Leave is requested in HR.", "team": "hr"}]
+        [
+            {"id": "a", "text": "Leave is requested in HR.", "team": "hr"},
+            {"id": "b", "text": "Leave is requested in the sales office.", "team": "sales"},
+        ]
     )
-    exec(
-        compile(block, "README.md (options)", "exec"), {"fastrag": fastrag, "kb": kb, "q": "leave"}
-    )
+    rec = _Recorder(kb)
+    scope = {"fastrag": fastrag, "kb": rec, "q": "leave"}
+    exec(compile(block, "README.md (options)", "exec"), scope)
+    # The options objects hold what the example set ...
+    assert scope["fast"].mode == "keyword" and scope["fast"].where == {"team": "hr"}
+    assert scope["strict"].budget == 1500 and scope["strict"].min_faithfulness == 0.8
+    assert [name for name, _ in rec.calls] == ["retrieve", "answer"]
+    (_, hits), (_, answer) = rec.calls
+    # ... the filter holds (both documents match "leave": only the hr one is returned) ...
+    assert {h.doc_id for h in kb.retrieve("leave", k=5, mode="keyword")} == {"a", "b"}
+    assert [h.doc_id for h in hits] == ["a"]
+    assert [h.doc_id for h in answer.hits] == ["a"] and answer.found
+    # ... and, as the comment says, the objects are the same as the keywords spelled out.
+    spelled = kb.answer(
+        "leave", k=5, mode="keyword", where={"team": "hr"},
+        budget=1500, min_faithfulness=0.8, replace_unfaithful=True,
+    )  # fmt: skip
+    assert (answer.text, answer.found, answer.prompt, answer.hits) == (
+        spelled.text, spelled.found, spelled.prompt, spelled.hits,
+    )  # fmt: skip
 
 
 def test_examples_use_public_names_only():

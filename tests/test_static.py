@@ -491,6 +491,7 @@ def test_convex_fusion_matches_reference(data, n_rows, width, by_group):
     groups = np.array(
         data.draw(st.lists(st.integers(0, 3), min_size=n_rows, max_size=n_rows)), np.int64
     )
+    groups.flags.writeable = False  # as the engine passes it: its signature, not a second one
     lists, scores = [], []
     for _ in range(2):
         rows = data.draw(st.lists(st.integers(0, n_rows - 1), unique=True, max_size=width))

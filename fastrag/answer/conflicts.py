@@ -52,7 +52,7 @@ import orjson
 from ..errors import ConfigError, ModelResponseError
 from ..text.terms import question_terms
 from ..types import Hit
-from .stages import call_chat, content_terms
+from .stages import call_chat, content_terms, register_cache
 
 __all__ = [
     "Conflict",
@@ -204,6 +204,9 @@ class Quantity:
 @functools.lru_cache(maxsize=4096)
 def _quantities(text: str) -> tuple[Quantity, ...]:
     return tuple(find_quantities(text))
+
+
+register_cache(_quantities.cache_clear)  # this stage's cache is its own; stages clears it
 
 
 def find_quantities(text: str) -> list[Quantity]:

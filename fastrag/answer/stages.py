@@ -38,6 +38,7 @@ __all__ = [
     "call_with_timeout",
     "clear_caches",
     "content_terms",
+    "register_cache",
 ]
 
 log = logging.getLogger(__name__)
@@ -207,9 +208,16 @@ def content_terms(text: str) -> frozenset[str]:
     return text_terms(text)[0]
 
 
-def clear_caches() -> None:
-    """Forget every cached result of the verify stages (for cold-start measurements)."""
-    text_terms.cache_clear()
-    from .conflicts import _quantities
+_CACHES: list[Callable[[], None]] = [text_terms.cache_clear]
+"""The ``cache_clear`` of every stage's cache (each stage registers its own)."""
 
-    _quantities.cache_clear()
+
+def register_cache(clear: Callable[[], None]) -> None:
+    """Have :func:`clear_caches` also call ``clear`` (a stage's own cache's ``cache_clear``)."""
+    _CACHES.append(clear)
+
+
+def clear_caches() -> None:
+    """Forget every cached result of the answer stages (for cold-start measurements)."""
+    for clear in _CACHES:
+        clear()

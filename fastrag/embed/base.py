@@ -35,9 +35,10 @@ __all__ = [
     "Embedder",
     "check_embedder",
     "check_embedder_matches",
+    "EMBEDDER_KINDS",
     "document_vectors",
     "embedder_files",
-    "embedder_from_config",
+    "embedder_kind",
     "query_vectors",
     "utf8_embedder",
 ]
@@ -62,6 +63,21 @@ class Embedder(Protocol):
     def config(self) -> dict[str, Any]:
         """Return a JSON-serialisable description, with a ``"type"`` key."""
         ...
+
+
+EMBEDDER_KINDS = ("vocabulary", "static", "model")
+"""What an embedder's vectors are, for the defaults that depend on it (fusion weights).
+
+``"vocabulary"``: character counts; ``"static"``: a static table; ``"model"``:
+a model's dense vectors. An embedder class declares its own as a ``kind``
+class attribute; one without (any user embedder) is a ``"model"``.
+"""
+
+
+def embedder_kind(embedder: object) -> str:
+    """The ``kind`` its class declares (one of :data:`EMBEDDER_KINDS`), else ``"model"``."""
+    kind = getattr(type(embedder), "kind", None)
+    return kind if isinstance(kind, str) and kind in EMBEDDER_KINDS else "model"
 
 
 def check_embedder(embedder: object) -> None:
@@ -166,56 +182,11 @@ def embedder_files(embedder: object) -> dict[str, Any]:
     """Files an embedder saves in each knowledge-base snapshot: name -> ``write(path) -> info``.
 
     An embedder with weights of its own (a static table) lists them in
-    ``snapshot_files()``; :func:`embedder_from_config` gets the snapshot
-    directory back to read them.
+    ``snapshot_files()``; :func:`fastrag.embed.registry.embedder_from_config`
+    gets the snapshot directory back to read them.
     """
     files = getattr(embedder, "snapshot_files", None)
     return dict(files()) if callable(files) else {}
-
-
-def embedder_from_config(
-    config: dict[str, Any], *, directory: Any = None, verify: bool = False
-) -> Embedder:
-    """Rebuild a saved embedder; embedders that need secrets or weights must be passed in instead.
-
-    Parameters
-    ----------
-    config : dict
-        The manifest's ``embedder`` entry.
-    directory : Path, optional
-        The snapshot directory, for embedders that saved files there
-        (see :func:`embedder_files`).
-    verify : bool, default False
-        Check those files' content hashes.
-
-    Returns
-    -------
-    Embedder
-        The embedder it describes.
-
-    Raises
-    ------
-    EmbedderError
-        When the configuration cannot be rebuilt alone.
-    """
-    kind = config.get("type")
-    if kind == "vocabulary":
-        from .vocabulary import VocabularyEmbedder
-
-        return VocabularyEmbedder.from_config(config)
-    if kind == "openai":
-        from .openai import OpenAIEmbedder  # lazy: the HTTP client is not needed otherwise
-
-        # The key is never saved: it comes from FASTRAG_API_KEY (or pass embedder=...).
-        return OpenAIEmbedder.from_config(config)
-    if kind == "static" and directory is not None:
-        from .static import StaticEmbedder
-
-        return StaticEmbedder.from_snapshot(config, directory, verify=verify)
-    raise EmbedderError(
-        f"the knowledge base was built with a {kind!r} embedder, which cannot be rebuilt "
-        "from the manifest alone: pass embedder=... to KnowledgeBase.load()"
-    )
 
 
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:

@@ -61,11 +61,11 @@ from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, FastragError, StoreError
 from ..text.tokenize import _classes, _translation, as_utf8
 from .base import check_embedder, document_vectors, query_vectors
-from .static import (
+from .table import (
     DEFAULT_SIF_A,
     ITEM_TOKENIZER,
     StaticTable,
-    _check_sif,
+    check_sif,
     quantize_rows,
     sif_weights,
 )
@@ -151,7 +151,7 @@ class DistillOptions:
         for name in ("max_items", "min_count", "fit_sample", "iterations", "batch_size",
                      "max_concurrency", "learn_min_count"):  # fmt: skip
             positive(name)
-        _check_sif(self.sif_a)
+        check_sif(self.sif_a)
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise ConfigError(f"retries must be a non-negative int, got {self.retries!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):

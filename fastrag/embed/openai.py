@@ -77,6 +77,9 @@ class OpenAIEmbedder(ModelClient):
         When the base URL or model is missing, or a value is invalid.
     """
 
+    kind = "model"
+    """A model's dense vectors (:data:`~fastrag.embed.base.EMBEDDER_KINDS`)."""
+
     def __init__(
         self,
         base_url: str | None = None,

@@ -75,6 +75,9 @@ class VocabularyEmbedder:
         embedder is then fitted already.
     """
 
+    kind = "vocabulary"
+    """Character counts (:data:`~fastrag.embed.base.EMBEDDER_KINDS`)."""
+
     def __init__(
         self,
         max_features: int | None = DEFAULT_MAX_FEATURES,

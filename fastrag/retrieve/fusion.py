@@ -10,15 +10,18 @@ Two methods (``RetrievalConfig.fusion``):
   a strong dense leg needs.
 
 Unset fields of :class:`~fastrag.retrieve.options.RetrievalConfig` (``None``)
-take the defaults of :data:`DEFAULTS` for the embedder's kind
-(:func:`embedder_kind`), measured on one half of the SciFact and CMRC 2018
-queries and reported on the other half (BENCHMARKS.md, "Static embeddings"):
+take the defaults of :data:`DEFAULTS` for the embedder's kind (the ``kind``
+its class declares, :func:`~fastrag.embed.base.embedder_kind`), measured on
+one half of the SciFact and CMRC 2018 queries and reported on the other half
+(BENCHMARKS.md, "Static embeddings"):
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from ..embed.base import embedder_kind
 
 __all__ = ["DEFAULTS", "FUSIONS", "FusionPlan", "embedder_kind", "fusion_plan"]
 
@@ -47,18 +50,6 @@ DEFAULTS: dict[str, tuple[str, dict[str, tuple[float, float, float]]]] = {
     "model": ("rrf", {"rrf": (1.0, 1.0, 3.0), "convex": (0.5, 0.15, 0.35)}),
 }
 """Default fusion per embedder kind (character counts, static tables, model endpoints)."""
-
-
-def embedder_kind(embedder: object) -> str:
-    """``"vocabulary"`` (character counts), ``"static"`` (a static table) or ``"model"``."""
-    from ..embed.static import StaticEmbedder
-    from ..embed.vocabulary import VocabularyEmbedder
-
-    if isinstance(embedder, VocabularyEmbedder):
-        return "vocabulary"
-    if isinstance(embedder, StaticEmbedder):
-        return "static"
-    return "model"
 
 
 def fusion_plan(config: Any, embedder: object) -> FusionPlan:

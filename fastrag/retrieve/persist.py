@@ -23,8 +23,8 @@ from ..embed.base import (
     check_embedder,
     check_embedder_matches,
     embedder_files,
-    embedder_from_config,
 )
+from ..embed.registry import embedder_from_config
 from ..errors import OntologyError, StoreCorruptedError
 from ..index.files import HNSW_FILE, load_indexes, writers
 from ..index.hnsw import HnswConfig
