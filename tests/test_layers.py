@@ -183,12 +183,7 @@ def _describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
     return "\n".join([" <-> ".join(component), *edges])
 
 
-KNOWN_CYCLES: list[list[str]] = [
-    # TEMPORARY, issue 22: store/loaders/__init__.py imports store/sources.py (inside a
-    # function) and sources.py imports the loaders. Another branch removes it; delete this
-    # allowance when that branch is merged. Only this exact circle is allowed.
-    ["fastrag.store.loaders", "fastrag.store.sources"],
-]
+KNOWN_CYCLES: list[list[str]] = []
 """Import circles tolerated for now, each exactly as :func:`_cycles` reports it."""
 
 
