@@ -142,9 +142,9 @@ class ExtractiveDistiller:
 
     Parameters
     ----------
-    max_facts : int, default 10
+    max_facts : int, default 8
         Most facts kept (the fact budget).
-    min_coverage : float, default 0.2
+    min_coverage : float, default 0.1
         Least weighted share of the question's terms a sentence (or a table
         row, for its cells) must carry; numbers weigh twice.
     max_share : float, default 0.5
@@ -166,8 +166,8 @@ class ExtractiveDistiller:
     the question names numbers or codes, only a row that holds one counts.
     """
 
-    max_facts: int = 10
-    min_coverage: float = 0.2
+    max_facts: int = 8
+    min_coverage: float = 0.1
     max_share: float = 0.5
     max_fact_chars: int = 400
 
