@@ -147,7 +147,7 @@ class ExtractiveDistiller:
     min_coverage : float, default 0.1
         Least weighted share of the question's terms a sentence (or a table
         row, for its cells) must carry; numbers weigh twice.
-    max_share : float, default 0.5
+    max_share : float, default 0.7
         Most estimated tokens of the facts, as a share of the blocks' (the
         best fact is kept whatever its size).
     max_fact_chars : int, default 400
@@ -168,7 +168,7 @@ class ExtractiveDistiller:
 
     max_facts: int = 8
     min_coverage: float = 0.1
-    max_share: float = 0.5
+    max_share: float = 0.7
     max_fact_chars: int = 400
 
     def __post_init__(self) -> None:
