@@ -120,6 +120,17 @@ def _print_answer(ans: Answer) -> None:
     print(f"A: {ans.text}")
     for marker, hit in sorted(ans.citations.items()):
         print(f"  [{marker}] {hit.doc_id}#{hit.ord}{_where(hit)}")
+    if ans.distilled is not None:
+        d = ans.distilled
+        print(
+            f"distilled ({d.distiller}): {len(d.facts)} facts, "
+            f"{d.tokens_before} -> {d.tokens_after} tokens"
+        )
+        for f in d.facts:
+            print(f"  [{f.marker}] {_snippet(f.text, 80)}")
+    for warning in ans.warnings:
+        if warning.startswith("distillation"):
+            print(f"warning: {warning}")
 
 
 def _embedder(args: argparse.Namespace) -> Any:
@@ -338,9 +349,17 @@ def _generator(args: argparse.Namespace) -> Any:
 def cmd_ask(args: argparse.Namespace) -> int:
     """``fastrag ask``: answer one question, citing the chunks it stands on."""
     kb = KnowledgeBase.load(args.kb)
+    generator = _generator(args)
+    distill: Any = args.distill
+    if distill == "llm":
+        if generator is None:
+            print("fastrag ask: --distill llm needs --llm (the distilling model)", file=sys.stderr)
+            return 2
+        distill = generator
     ans = kb.answer(
-        args.question, k=args.k, threads=args.threads, generator=_generator(args), mode=args.mode
-    )
+        args.question, k=args.k, threads=args.threads, generator=generator, mode=args.mode,
+        distill=distill,
+    )  # fmt: skip
     if args.json:
         sys.stdout.write(orjson.dumps(ans.to_dict()).decode() + "\n")
     else:
@@ -730,6 +749,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=int, default=5, help="chunks retrieved (default 5)")
     _add_mode(p)
     _add_llm(p)
+    p.add_argument(
+        "--distill",
+        choices=("extractive", "llm"),
+        default=None,
+        help="distil the top chunks into facts with their [n] ids before answering: "
+        "extractive (offline) or llm (the --llm model, extractive on failure)",
+    )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.set_defaults(func=cmd_ask)

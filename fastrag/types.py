@@ -187,6 +187,10 @@ class Answer:
         The parsed JSON of a structured (``schema=``) answer, else None.
     level : str or None
         The fallback-chain level that answered (see :class:`~fastrag.FallbackChain`).
+    distilled : Distilled or None
+        With ``distill=``: the facts the prompt carried instead of the
+        context blocks, with their citation ids and chunk ids, and the
+        estimated tokens before and after (see :mod:`fastrag.answer.distill`).
     """
 
     question: str
@@ -211,6 +215,7 @@ class Answer:
     dropped: tuple[Hit, ...] = ()
     data: Any = None
     level: str | None = None
+    distilled: Any = None
 
     @property
     def route(self) -> str | None:
@@ -255,6 +260,7 @@ class Answer:
             "audit_digest": self.audit_digest,
             "data": self.data,
             "level": self.level,
+            "distilled": None if self.distilled is None else self.distilled.to_dict(),
             "model": self.model,
             "timings": self.timings,
         }

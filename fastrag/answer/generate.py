@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError, GenerationError
 from ..text.cjk import is_chinese
-from ..text.sentences import split_sentences
+from ..text.sentences import text_units
 from ..text.terms import coverage, question_terms, text_terms
 from ..types import Generation, Hit
 from .prompt import build_user_message, not_found_message, parse_citations
@@ -84,8 +84,7 @@ class ExtractiveGenerator:
             return Generation(not_found_message(question), False, (), prompt)
         scored: list[tuple[float, int, int, str]] = []  # (-coverage, hit, position, sentence)
         for h, hit in enumerate(hits):
-            for pos, sentence in enumerate(split_sentences(hit.text)):
-                cov = coverage(terms, text_terms(sentence))
+            for pos, (cov, sentence) in enumerate(self._candidates(terms, hit)):
                 if cov >= self.min_coverage:
                     scored.append((-cov, h, pos, sentence))
         if not scored:
@@ -110,6 +109,54 @@ class ExtractiveGenerator:
         # The markers it appended, not a parse: a hit's own "[1]" is not a citation.
         cited = tuple(dict.fromkeys(h + 1 for h, _, _ in chosen))
         return Generation(text, True, cited, prompt)
+
+    @staticmethod
+    def _candidates(terms: tuple[set[str], set[str]], hit: Hit) -> list[tuple[float, str]]:
+        """``(coverage, text)`` of a hit's whole sentences and of its table rows' answering cells.
+
+        A sentence cut by the hit's window is left out: the first one of a
+        hit that starts inside its document when it starts with a lower-case
+        letter, and the last one when it has no end punctuation, ends in a
+        letter or digit and follows whole sentences (it was cut inside a
+        word or a sentence). A table row is scored as a whole and answers
+        with its cells whose header carries a question term and whose value
+        does not merely repeat the question (``Fix: ...`` for "What is the
+        fix for SV0432?"), or the whole row when no cell does; when the
+        question names numbers or codes, only a row that holds one answers.
+        """
+        text = hit.text
+        units = text_units(text)
+        out: list[tuple[float, str]] = []
+        rows: dict[int, list[tuple[int, int]]] = {}
+        sentences = [(s, e) for s, e, row in units if row < 0]
+        for s, e, row in units:
+            if row >= 0:
+                rows.setdefault(row, []).append((s, e))
+        for i, (s, e) in enumerate(sentences):
+            piece = text[s:e]
+            if i == 0 and s == units[0][0] and hit.start > 0 and piece[0].islower():
+                continue  # starts inside a sentence (or a word) the window cut
+            last = i == len(sentences) - 1 and e == units[-1][1] and i > 0
+            if last and piece[-1].isalnum() and piece[-1].isascii():
+                continue  # ends where the window cut it
+            out.append((coverage(terms, text_terms(piece)), piece))
+        q_terms = terms[0] | terms[1]
+        keys = {t for t in terms[0] if any(c.isdigit() for c in t)}
+        for cells in rows.values():
+            whole = text[cells[0][0] : cells[-1][1]]
+            whole_terms = text_terms(whole)
+            if keys and not keys & whole_terms[0]:
+                continue  # a row is a record: it must be the one the question names
+            cov = coverage(terms, whole_terms)
+            answering = []
+            for s, e in cells:
+                cell = text[s:e]
+                head, _, value = cell.partition(":")
+                value_terms = text_terms(value)[0] | text_terms(value)[1]
+                if text_terms(head)[0] & q_terms and not value_terms <= q_terms:
+                    answering.append(cell)
+            out.append((cov, "; ".join(answering) if answering else whole))
+        return out
 
 
 def as_generator(generator: Any) -> Callable[[str, Sequence[Hit]], Generation]:

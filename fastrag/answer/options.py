@@ -13,6 +13,7 @@ from ..retrieve.options import RETRIEVAL_FIELDS, RetrievalOptions, split_options
 from ..text.tokens import estimate_tokens
 from ..types import Hit
 from .conflicts import Conflict
+from .distill import as_distiller
 from .stages import StageHook
 from .verify import LLMJudge
 
@@ -55,6 +56,16 @@ class AnswerOptions:
         A JSON Schema: a chat generator answers with JSON that matches it
         (``Answer.data``); the extractive generator declines with a
         :class:`~fastrag.errors.ConfigError`. Validated with ``jsonschema``.
+    distill : None, "extractive", or a model, default None
+        Context distillation (:mod:`fastrag.answer.distill`): the prompt
+        carries the facts of the context blocks with their ``[n]`` ids
+        instead of the blocks (``Answer.distilled``). ``"extractive"``
+        (offline: the sentences and table cells that carry the question's
+        terms and numbers), an :class:`~fastrag.answer.distill.ExtractiveDistiller`
+        with its own budget, or a model (an :class:`~fastrag.OpenAIChatGenerator`,
+        any generator, or a :class:`~fastrag.answer.distill.ModelDistiller`),
+        which falls back to the extractive distiller on any failure, with
+        a warning. ``None``: the whole blocks.
     """
 
     budget: int | None = 3000
@@ -68,6 +79,7 @@ class AnswerOptions:
     on_stage: StageHook | None = None
     now: _dt.datetime | None = None
     schema: Mapping[str, Any] | None = None
+    distill: Any = None
 
     def __post_init__(self) -> None:
         if self.budget is not None and (
@@ -101,6 +113,8 @@ class AnswerOptions:
             raise ConfigError(
                 f"schema must be a JSON Schema object (a mapping), got {type(self.schema).__name__}"
             )
+
+        as_distiller(self.distill)  # raises ConfigError on anything else
 
     def replace(self, **changes: Any) -> AnswerOptions:
         """A copy with some fields changed."""

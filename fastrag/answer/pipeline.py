@@ -47,6 +47,7 @@ from ..types import Answer, Generation, Hit
 from .audit import audit_digest
 from .conflicts import Conflict, detect_conflicts
 from .context import Context, assemble_context
+from .distill import Distilled, as_distiller, distilled_blocks, run_distiller
 from .generate import ExtractiveGenerator, as_generator
 from .options import AnswerOptions
 from .prompt import build_user_message, not_found_message
@@ -80,6 +81,7 @@ class Prepared:
     conflicts: list[Conflict] = field(default_factory=list)
     model_sources: list[str] = field(default_factory=list)  # redacted block texts, for a judge
     scrub: Callable[[str], str] = str  # redacts text bound for a model (identity when off)
+    distilled: Distilled | None = None  # the facts the prompt carries instead of the blocks
 
 
 def is_model_bound(generator: Any) -> bool:
@@ -145,14 +147,45 @@ def prepare(
             for kind, n in q.counts.items():
                 pii[kind] = pii.get(kind, 0) + n
             model_question = q.text
-        noted = [_note(b, notes.get(i, [])) for i, b in enumerate(blocks_for_prompt, 1)]
-        prompt = build_user_message(model_question, noted)
         info.update(redacted=sum(pii.values()))
-    blocks = noted if model_bound else shown
     scrub = (lambda text: redactor.redact(text).text) if options.redact else str
+    distiller = as_distiller(options.distill)
+    distilled: Distilled | None = None
+    readable = shown  # what the offline generator reads
+    if distiller is not None:
+        with timer("distill") as info:
+            distilled, failed = run_distiller(
+                distiller, question, shown, [b.hits for b in ctx.blocks],
+                model_question=model_question, model_blocks=blocks_for_prompt,
+                estimator=options.estimator, tokens_before=ctx.tokens,
+            )  # fmt: skip
+            warnings.extend(failed)
+            readable = distilled_blocks(shown, distilled.facts)
+            # A model distiller's facts come from redacted text; the extractive ones are scrubbed.
+            redacted = distilled.distiller == "model" or not options.redact
+            blocks_for_prompt = (
+                readable
+                if redacted
+                else [replace(b, text=scrub(b.text)) if b.text else b for b in readable]
+            )
+            info.update(
+                facts=len(distilled.facts),
+                tokens_before=distilled.tokens_before,
+                tokens_after=distilled.tokens_after,
+                distiller=distilled.distiller,
+            )
+    noted = [
+        _note(b, notes.get(i, [])) if b.text else b for i, b in enumerate(blocks_for_prompt, 1)
+    ]
+    prompt = build_user_message(model_question, noted)
+    blocks = noted if model_bound else readable
+    sources = [b.text for b in blocks_for_prompt]
+    if distilled is not None:  # a judge reads the facts and their redacted blocks
+        full = redactor.redact_hits(shown)[0] if options.redact else shown
+        sources = [f"{f}\n{b.text}" if f else b.text for f, b in zip(sources, full, strict=True)]
     return Prepared(
         question, model_question, ctx, blocks, shown, prompt, pii, warnings, conflicts,
-        [b.text for b in blocks_for_prompt], scrub,
+        sources, scrub, distilled,
     )  # fmt: skip
 
 
@@ -177,9 +210,11 @@ def finish(
             if faith.unsupported and options.redact:  # report the answer's own sentences
                 faith = _unredacted(faith, generation.text, prep)
         else:
-            faith = check_faithfulness(
-                generation.text, [b.text for b in shown], found=generation.found
-            )
+            sources = [b.text for b in shown]
+            if prep.distilled is not None:  # the facts and the chunks they come from
+                for f in prep.distilled.facts:
+                    sources[f.marker - 1] += "\n" + f.text
+            faith = check_faithfulness(generation.text, sources, found=generation.found)
         conf = (
             confidence([shown[c - 1].relevance for c in cited], len(cited), len(shown))
             if generation.found
@@ -224,6 +259,7 @@ def finish(
         snapshot=snapshot,
         dropped=tuple(prep.context.dropped),
         data=generation.data,
+        distilled=prep.distilled,
     )
 
 

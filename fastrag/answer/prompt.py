@@ -58,8 +58,12 @@ def not_found_message(question: str) -> str:
 
 
 def build_user_message(question: str, hits: Sequence[Hit]) -> str:
-    """The user message: numbered hit texts under 【知识库】, then 【问题】 and the question."""
-    passages = "\n---\n".join(f"[{i}] {h.text}" for i, h in enumerate(hits, 1))
+    """The user message: numbered hit texts under 【知识库】, then 【问题】 and the question.
+
+    A hit with no text (a context block the distiller kept nothing of) is
+    left out; the others keep their numbers.
+    """
+    passages = "\n---\n".join(f"[{i}] {h.text}" for i, h in enumerate(hits, 1) if h.text)
     return f"【知识库】\n{passages}\n\n【问题】\n{question}"
 
 

@@ -78,6 +78,7 @@ class _Answering(_Retrieval):
     min_faithfulness: float = Field(default=0.5, ge=0.0, le=1.0)
     replace_unfaithful: bool = False
     detect_conflicts: bool = True
+    distill: Literal["extractive"] | None = None
 
     def answer_options(self) -> dict[str, Any]:
         """The :class:`~fastrag.AnswerOptions` this request sets."""
@@ -87,6 +88,7 @@ class _Answering(_Retrieval):
             "min_faithfulness": self.min_faithfulness,
             "replace_unfaithful": self.replace_unfaithful,
             "detect_conflicts": self.detect_conflicts,
+            "distill": self.distill,
         }
 
 
