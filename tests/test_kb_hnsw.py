@@ -192,7 +192,7 @@ def test_switch_index(corpus, questions):
     assert kb.verify(questions, k=10)["recall"] >= 0.9
     assert kb.set_index("exact") == "exact" and kb.stats()["hnsw"] is None
     with pytest.raises(ConfigError):
-        kb.set_index("faiss")
+        kb.set_index("annoy")
     with pytest.raises(ConfigError):
         HnswConfig(M=1)
 

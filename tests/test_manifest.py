@@ -80,7 +80,7 @@ CORRUPTIONS = [
     ("window", _set(["chunking", "window"], "200"), "chunking.window"),
     ("overlap >= window", _set(["chunking", "overlap"], 60), "chunking.overlap"),
     ("index list", _set(["index"], []), "'index'"),
-    ("index type", _set(["index", "type"], "faiss"), "index.type"),
+    ("index type", _set(["index", "type"], "annoy"), "index.type"),
     ("no index type", _drop(["index", "type"]), "index.type"),
     ("index.hnsw str", _set(["index", "hnsw"], "M=16"), "index.hnsw"),
     ("index.hnsw key", _set(["index", "hnsw"], {"M": "sixteen"}), "index.hnsw"),
