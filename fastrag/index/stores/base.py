@@ -44,7 +44,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import FastragError, SearchIndexError
+from ...config import store_secret
+from ...errors import ConfigError, FastragError, SearchIndexError
 from ..exact import ExactIndex
 
 __all__ = [
@@ -299,6 +300,54 @@ class VectorStore:
             for j, (cid, score) in enumerate(row[:k]):
                 ids[i, j], scores[i, j] = cid, score
         return ids, scores
+
+
+class LocatedStore(VectorStore):
+    """A store reached by a local path or a server URL, holding one collection.
+
+    The shared part of the Qdrant and Milvus adapters: where it is, its
+    secret (the argument, else the environment variable :attr:`secret_env`),
+    what the manifest records of it (never the secret) and how a manifest's
+    record rebuilds it.
+    """
+
+    secret_env: ClassVar[str] = ""
+
+    def __init__(
+        self, path: str | None, url: str | None, collection: str, secret: str | None, local: str
+    ) -> None:
+        if (path is None) == (url is None):
+            raise ConfigError(
+                f"a {self.engine.capitalize()} store takes a path ({local}) or a url, not both"
+            )
+        self.path, self.url, self.collection = path, url, collection
+        self._secret = secret
+
+    def where(self) -> str:
+        """The path or URL, and the collection."""
+        return f"{self.path or self.url} collection {self.collection}"
+
+    def secret(self) -> str | None:
+        """The secret given, else the one in the environment (None: none)."""
+        return self._secret or store_secret(self.secret_env) or None
+
+    def secrets(self) -> tuple[str, ...]:
+        """The secret, for masking in messages."""
+        secret = self.secret()
+        return (secret,) if secret else ()
+
+    def describe(self) -> dict[str, Any]:
+        """Where, and the collection (never the secret)."""
+        where = {"path": self.path} if self.path is not None else {"url": self.url}
+        return {"engine": self.engine, **where, "collection": self.collection}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Any:
+        """The store a manifest describes."""
+        return cls(
+            path=record.get("path"), url=record.get("url"),  # type: ignore[call-arg]
+            collection=str(record.get("collection", "fastrag")),
+        )  # fmt: skip
 
 
 def write_rows(

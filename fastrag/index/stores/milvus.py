@@ -25,9 +25,9 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from ...config import ENV_MILVUS_TOKEN, store_secret
+from ...config import ENV_MILVUS_TOKEN
 from ...errors import ConfigError, StoreCorruptedError
-from .base import Condition, Pushdown, VectorStore, metadata_objects
+from .base import Condition, LocatedStore, Pushdown, metadata_objects
 from .sql import Dialect, translate
 
 __all__ = ["MilvusStore"]
@@ -79,7 +79,7 @@ class _MilvusDialect(Dialect):
         return "(" + " or ".join(f"{path} == {self.string(v)}" for v in values) + ")"
 
 
-class MilvusStore(VectorStore):
+class MilvusStore(LocatedStore):
     """A Milvus collection (see the module docstring).
 
     Parameters
@@ -95,6 +95,7 @@ class MilvusStore(VectorStore):
     """
 
     engine = "milvus"
+    secret_env = ENV_MILVUS_TOKEN
 
     def __init__(
         self,
@@ -104,35 +105,10 @@ class MilvusStore(VectorStore):
         collection: str = "fastrag",
         token: str | None = None,
     ) -> None:
-        if (path is None) == (url is None):
-            raise ConfigError("a Milvus store takes a path (Milvus Lite) or a url, not both")
-        self.path, self.url, self.collection = path, url, collection
-        self._token = token
+        super().__init__(path, url, collection, token, "Milvus Lite")
         self._client: Any = None
         self.dialect = _MilvusDialect()
         self.max_ids = 8192  # the expression grows with the list
-
-    def where(self) -> str:
-        """The file or URL, and the collection."""
-        return f"{self.path or self.url} collection {self.collection}"
-
-    def secrets(self) -> tuple[str, ...]:
-        """The token."""
-        token = self._token or store_secret(ENV_MILVUS_TOKEN)
-        return (token,) if token else ()
-
-    def describe(self) -> dict[str, Any]:
-        """Where, and the collection (never the token)."""
-        where = {"path": self.path} if self.path is not None else {"url": self.url}
-        return {"engine": "milvus", **where, "collection": self.collection}
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> MilvusStore:
-        """The store a manifest describes."""
-        return cls(
-            path=record.get("path"), url=record.get("url"),
-            collection=str(record.get("collection", "fastrag")),
-        )  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -144,7 +120,7 @@ class MilvusStore(VectorStore):
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                 self._client = pymilvus.MilvusClient(self.path)
             else:
-                token = self._token or store_secret(ENV_MILVUS_TOKEN) or ""
+                token = self.secret() or ""
                 self._client = pymilvus.MilvusClient(uri=self.url, token=token)
         return self._client
 

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ...config import ENV_QDRANT_API_KEY, store_secret
+from ...config import ENV_QDRANT_API_KEY
 from ...errors import ConfigError, StoreCorruptedError
-from .base import Condition, Pushdown, VectorStore, metadata_objects
+from .base import Condition, LocatedStore, Pushdown, metadata_objects
 
 __all__ = ["QdrantStore"]
 
@@ -47,7 +47,7 @@ def _client_module() -> Any:
     return qdrant_client, models
 
 
-class QdrantStore(VectorStore):
+class QdrantStore(LocatedStore):
     """A Qdrant collection (see the module docstring).
 
     Parameters
@@ -65,6 +65,7 @@ class QdrantStore(VectorStore):
     """
 
     engine = "qdrant"
+    secret_env = ENV_QDRANT_API_KEY
 
     def __init__(
         self,
@@ -75,34 +76,9 @@ class QdrantStore(VectorStore):
         api_key: str | None = None,
         exact: bool | None = None,
     ) -> None:
-        if (path is None) == (url is None):
-            raise ConfigError("a Qdrant store takes a path (local mode) or a url, not both")
-        self.path, self.url, self.collection = path, url, collection
-        self._api_key = api_key
+        super().__init__(path, url, collection, api_key, "local mode")
         self.exact = True if path is not None else bool(exact)
         self._client: Any = None
-
-    def where(self) -> str:
-        """The directory or URL, and the collection."""
-        return f"{self.path or self.url} collection {self.collection}"
-
-    def secrets(self) -> tuple[str, ...]:
-        """The API key."""
-        key = self._api_key or store_secret(ENV_QDRANT_API_KEY)
-        return (key,) if key else ()
-
-    def describe(self) -> dict[str, Any]:
-        """Where, and the collection (never the API key)."""
-        where = {"path": self.path} if self.path is not None else {"url": self.url}
-        return {"engine": "qdrant", **where, "collection": self.collection}
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> QdrantStore:
-        """The store a manifest describes."""
-        return cls(
-            path=record.get("path"), url=record.get("url"),
-            collection=str(record.get("collection", "fastrag")),
-        )  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -122,7 +98,7 @@ class QdrantStore(VectorStore):
                     held[1] += 1
                     self._client = held[0]
             else:
-                key = self._api_key or store_secret(ENV_QDRANT_API_KEY)
+                key = self.secret()
                 self._client = qdrant_client.QdrantClient(url=self.url, api_key=key)
         return self._client
 
