@@ -28,9 +28,11 @@ LAYERS: dict[str, set[str]] = {
     "store": {"base", "text", "_native"},
     "index": {"base", "text", "_native"},
     "embed": {"base", "text", "models", "_native"},
-    "retrieve": {"base", "text", "models", "store", "index", "embed", "_native"},
+    "corpus": {"base", "text", "models", "store", "index", "embed", "_native"},
+    "retrieve": {"base", "text", "models", "store", "index", "embed", "corpus", "_native"},
     "answer": {"base", "text", "models", "retrieve"},
-    "kb": {"base", "text", "models", "store", "index", "embed", "retrieve", "answer", "_native"},
+    "kb": {"base", "text", "models", "store", "index", "embed", "corpus", "retrieve", "answer"}
+    | {"_native"},
 }
 """Layer -> the layers it may import (its own is always allowed)."""
 

@@ -42,6 +42,7 @@ import numpy as np
 from .._native import fusion as _fusion_kernels
 from .._native._jit import readonly
 from .._threads import threads as _threads
+from ..corpus import Corpus
 from ..embed.base import query_vectors
 from ..errors import ConfigError
 from ..index.masked_bm25 import search_masked
@@ -49,7 +50,6 @@ from ..index.stores.base import StoreIndex
 from ..text.pii import Redactor
 from ..text.route import classify_question
 from ..types import Hit
-from .corpus import Corpus
 from .filters import pushdown
 from .fusion import FusionPlan, fusion_plan
 from .masks import eligible_rows

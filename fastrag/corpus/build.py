@@ -77,7 +77,7 @@ class Corpus:
         (shared by the versions, changed in place like the graph).
     ontology : Ontology or None
         Entities and aliases expanding the keyword legs' queries
-        (:mod:`fastrag.retrieve.ontology`), saved with the snapshot.
+        (:mod:`fastrag.corpus.ontology`), saved with the snapshot.
     """
 
     store: ChunkStore
