@@ -33,7 +33,7 @@ from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
 from .answer.stages import StageTimer
 from .answer.table import answers_table
 from .corpus import build as corpora
-from .corpus.build import Corpus
+from .corpus.corpus import Corpus
 from .corpus.ontology import Ontology, as_ontology
 from .corpus.persist import Settings, describe, open_corpus, save_corpus
 from .embed.base import Embedder, check_embedder, query_vectors

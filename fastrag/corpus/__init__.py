@@ -7,7 +7,7 @@ and each next one (add, delete, compact, another vector index);
 :mod:`.ontology` is the entity table a corpus carries for the keyword legs.
 """
 
-from .build import Corpus
+from .corpus import Corpus
 from .ontology import Ontology
 from .persist import Settings
 

@@ -36,7 +36,7 @@ from ..index.stores.base import store_errors
 from ..store.chunks import ChunkStore
 from ..store.snapshots import HeldSnapshot, manifest_field, write_snapshot
 from ..text.chunking import Chunker
-from .build import Corpus, make_corpus
+from .corpus import Corpus, make_corpus
 from .ontology import Ontology
 
 __all__ = ["ONTOLOGY_FILE", "Settings", "describe", "header", "open_corpus", "save_corpus"]
