@@ -182,7 +182,8 @@ def _read_stream_prefix(path: Path) -> list[pa.RecordBatch]:
     return [b.cast(BATCH_SCHEMA) if not b.schema.equals(BATCH_SCHEMA) else b for b in batches]
 
 
-def _writer(path: Path, resume: bool) -> _JsonlWriter | _ParquetWriter:
+def open_writer(path: Path, resume: bool) -> _JsonlWriter | _ParquetWriter:
+    """The answer file writer for ``path`` by its suffix (``resume``: append to what is there)."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return _JsonlWriter(path, resume)
@@ -249,7 +250,7 @@ def answer_file(
         raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
     out_path = Path(out)
     total = count_questions(questions)
-    writer = _writer(out_path, resume)
+    writer = open_writer(out_path, resume)
     skipped = len(writer.done)
     t0 = time.perf_counter()
     seen = answered = found = errors = cited = 0

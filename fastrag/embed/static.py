@@ -439,16 +439,16 @@ class StaticEmbedder:
             return out
         nbytes = int(offsets[-1] - offsets[0])
         tok = ITEM_TOKENIZER
-        classes, fold = tok._tables
+        classes, fold, stop_hashes, cjk_mode = tok.kernel_tables()
         if n == 1 or (threads is None and nbytes < _kernels.PARALLEL_MIN_BYTES) or threads == 1:
             _kernels.embed_static(
-                data, offsets, classes, fold, tok._stop_hashes, tok._cjk_mode, compiled.keys,
+                data, offsets, classes, fold, stop_hashes, cjk_mode, compiled.keys,
                 compiled.rows, compiled.coef, compiled.vectors, out, blocks=1,
             )  # fmt: skip
             return out
         with _threads(threads, work=nbytes * 4 + n * dim * 4) as used:
             _kernels.embed_static(
-                data, offsets, classes, fold, tok._stop_hashes, tok._cjk_mode, compiled.keys,
+                data, offsets, classes, fold, stop_hashes, cjk_mode, compiled.keys,
                 compiled.rows, compiled.coef, compiled.vectors, out,
                 blocks=1 if used <= 1 else min(n, 8 * used),
             )  # fmt: skip

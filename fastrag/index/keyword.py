@@ -561,10 +561,10 @@ class BM25Index:
             # a few questions: tokenised on one thread (a two-thread region for a
             # few bytes costs milliseconds on a busy machine)
             with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
-                tokens = self.tokenizer._tokenize(data, offsets)
+                tokens = self.tokenizer.tokenize_buffers(data, offsets)
             return self._search(tokens.hashes, tokens.offsets, k, mask, 1, method)[:2]
         with _threads(threads) as n_threads:
-            tokens = self.tokenizer._tokenize(data, offsets)
+            tokens = self.tokenizer.tokenize_buffers(data, offsets)
             return self._search(tokens.hashes, tokens.offsets, k, mask, n_threads, method)[:2]
 
     def search_tokens(
