@@ -386,3 +386,29 @@ def test_the_reach_in_checker_rejects_private_imports():
     # Inside one subpackage private names are shared: store.loaders may use its _common.
     inside = "from ._common import require\nfrom ..sources import _x\n"
     assert _reach_ins(inside, "fastrag.store.loaders.pdf", False) == []
+
+
+BUILDS_OR_PERSISTS = {
+    "fastrag.corpus.build",
+    "fastrag.corpus.persist",
+    "fastrag.index.files",
+    "fastrag.store.ingest",
+    "fastrag.store.snapshots",
+}
+"""Ingestion and persistence: the corpus layer's business, not retrieval's."""
+
+
+def test_retrieve_turns_questions_into_rows_only():
+    # DESIGN.md: building, editing, saving and opening a corpus live in fastrag/corpus/;
+    # retrieve/ reads a Corpus it is handed.
+    graph = _tree_graph()
+    assert BUILDS_OR_PERSISTS <= set(graph)  # the names still exist: the check can bite
+    bad = [
+        f"{m}:{line} -> {t}"
+        for m, edges in graph.items()
+        if _layer(m) == "retrieve"
+        for t, line in edges.items()
+        if t in BUILDS_OR_PERSISTS
+    ]
+    assert not bad, "retrieve/ builds or persists:\n" + "\n".join(bad)
+    assert "fastrag.corpus" in graph["fastrag.retrieve.retriever"]  # it reads a Corpus
