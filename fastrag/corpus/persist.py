@@ -3,12 +3,14 @@
 :class:`Settings` are what a knowledge base keeps besides its corpus: the
 chunker, the vector index chosen (and the ``"auto"`` record), the HNSW
 parameters and the retrieval configuration; all of it goes into the
-manifest (the retrieval configuration is the retrieval layer's, above this
-one: kept here as an opaque value with ``to_dict()``, read back by the
-caller's ``retrieval`` function). :func:`save_corpus` writes the store, every index file and the
-embedder's own files (a static table) as one snapshot
-(:func:`fastrag.store.snapshots.write_snapshot`); :func:`open_corpus`
-opens a held snapshot, checking every file against the manifest.
+manifest. The retrieval configuration belongs to the retrieval layer, above
+this one: it is kept here as an opaque value with ``to_dict()`` and read
+back by the caller's ``retrieval`` function.
+
+:func:`save_corpus` writes the store, every index file and the embedder's
+own files (a static table) as one snapshot
+(:func:`fastrag.store.snapshots.write_snapshot`); :func:`open_corpus` opens
+a held snapshot, checking every file against the manifest.
 """
 
 from __future__ import annotations
