@@ -3,14 +3,36 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import fastrag
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
+
+# Hypothesis profiles. ``ci`` (the default) runs a third of each property test's examples;
+# ``thorough`` runs the full counts written in the tests. Choose one with
+# ``FASTRAG_HYPOTHESIS_PROFILE=thorough pytest`` (or ``pytest --hypothesis-profile=thorough``).
+# Neither has a deadline: the first example of a kernel test may load compiled code.
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.register_profile("thorough", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("FASTRAG_HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(n: int) -> int:
+    """``max_examples`` of a property test whose thorough count is ``n``, for the active profile.
+
+    ``thorough``: ``n``; ``ci``: a third of it, never fewer than ``min(n, 5)``. Read when the
+    test module is imported, after the profile is loaded (the env var here, or the option).
+    """
+    if settings.get_current_profile_name() == "thorough":
+        return n
+    return max(min(n, 5), n // 3)
+
 
 DOCS = [
     {
@@ -41,8 +63,37 @@ DOCS = [
 ]
 
 
+# The demo on a cold cache, reporting for its question kernels (cache hits, cache misses):
+# tests/test_warmup.py checks that they come from the demo's helper process's cache.
+DEMO_PROBE = textwrap.dedent(
+    """
+    import contextlib, io, json
+
+    from fastrag._native import bm25, fusion, topk
+    from fastrag.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(["demo"])
+    kernels = {"scan_topk": topk.scan_topk, "rrf_fuse": fusion.rrf_fuse,
+               "exhaustive": bm25._exhaustive_serial, "pruned": bm25._search_serial}
+    print(json.dumps({name: [sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values())]
+                      for name, d in kernels.items()}))
+    """
+)
+
+
+def _question_kernels_cached() -> bool:
+    """Whether the shared cache holds any of the four kernels :data:`DEMO_PROBE` reports on."""
+    from fastrag._native import bm25, fusion, topk
+    from fastrag._native._jit import CACHE
+    from fastrag._native.warmup import _cached
+
+    probes = (topk.scan_topk, fusion.rrf_fuse, bm25._exhaustive_serial, bm25._search_serial)
+    return not CACHE or any(_cached(d) for d in probes)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def compiled_kernels():
+def compiled_kernels() -> subprocess.CompletedProcess[str] | None:
     """Every kernel signature the engine uses, compiled once per session into the shared cache.
 
     ``fastrag.warmup()`` runs in a child process before the first test: on an
@@ -56,14 +107,27 @@ def compiled_kernels():
     lacks the kernels). A failure here is the cold-cache warm-up failing.
     ``FASTRAG_TEST_WARMUP=0`` skips it (a run of a few tests on an empty
     cache then compiles only what they call).
+
+    When the shared cache holds none of the demo's question kernels (CI: an
+    empty cache), :data:`DEMO_PROBE` runs first, on it: that is the cold-cache
+    demo ``test_warmup`` checks, and its run is returned for that test, which
+    otherwise runs it on a private empty cache. What the demo compiled, the
+    warm-up then loads instead of compiling a second time.
     """
     if JIT_DISABLED or os.environ.get("FASTRAG_TEST_WARMUP", "1") == "0":
-        return
+        return None
     where = Path(fastrag.__file__).resolve().parent.parent
+    demo = None
+    if not _question_kernels_cached():
+        demo = subprocess.run(
+            [sys.executable, "-c", DEMO_PROBE], cwd=where, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
     subprocess.run(
         [sys.executable, "-c", "import fastrag; fastrag.warmup()"],
         cwd=where, stdin=subprocess.DEVNULL, check=True, timeout=1800,
     )  # fmt: skip
+    return demo
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import examples
 from fastrag.datasets import demo_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -78,7 +79,7 @@ TEXT = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(question=TEXT, texts=st.lists(TEXT, min_size=1, max_size=5))
 def test_extractive_never_presents_text_not_in_the_hits(question, texts):
     hits = [_hit(t, 0.9, i) for i, t in enumerate(texts)]
@@ -255,7 +256,7 @@ def test_generate_all_threads_for_plain_callables_keep_order():
     assert limiter.reserve(5) == pytest.approx(1.0, abs=0.05)  # 60 rpm: one a second
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.text(
         alphabet=st.sampled_from(

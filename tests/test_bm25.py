@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import examples
 from fastrag._native import bm25 as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -110,7 +111,7 @@ def test_scores_match_bm25s(tok):
             assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
 
 
-@settings(max_examples=60 if not JIT_DISABLED else 10, deadline=None)
+@settings(max_examples=examples(60) if not JIT_DISABLED else 10, deadline=None)
 @given(
     docs=docs_strategy,
     queries=st.lists(st.lists(st.sampled_from(WORDS + ["unknown"]), max_size=4), max_size=5),
@@ -149,7 +150,7 @@ def test_add_equals_fresh_build(tok):
     assert np.array_equal(r1, r2) and np.array_equal(s1, s2)
 
 
-@settings(max_examples=30 if not JIT_DISABLED else 5, deadline=None)
+@settings(max_examples=examples(30) if not JIT_DISABLED else 5, deadline=None)
 @given(docs=docs_strategy, split=st.integers(0, 12), keep_seed=st.integers(0, 2**32 - 1))
 def test_property_add_and_compact(docs, split, keep_seed):
     tok = Tokenizer(stopwords=None)
@@ -353,7 +354,7 @@ def kernel_search(index, queries, k, mask, *, block_size, window, method, thread
     )  # fmt: skip
 
 
-@settings(max_examples=150 if not JIT_DISABLED else 15, deadline=None)
+@settings(max_examples=examples(150) if not JIT_DISABLED else 15, deadline=None)
 @given(
     docs=st.lists(st.lists(st.sampled_from(ZIPF_WORDS), max_size=10), min_size=1, max_size=60),
     queries=st.lists(
@@ -573,7 +574,7 @@ def test_knowledge_base_with_version1_indexes_is_upgraded(tmp_path, capsys):
     assert "already" in capsys.readouterr().out
 
 
-@settings(max_examples=40 if not JIT_DISABLED else 8, deadline=None)
+@settings(max_examples=examples(40) if not JIT_DISABLED else 8, deadline=None)
 @given(
     docs=docs_strategy,
     queries=st.lists(st.lists(st.sampled_from(WORDS + ["unknown"]), max_size=5), max_size=5),

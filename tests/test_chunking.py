@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import examples
 from fastrag._native import chunking as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -471,7 +472,7 @@ def _window_overlap(draw: st.DrawFn) -> tuple[int, int]:
     return window, draw(st.integers(0, window - 1))
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(texts=st.lists(_TEXT, max_size=8), wo=_window_overlap())
 def test_matches_reference(texts: list[str], wo: tuple[int, int]) -> None:
     check(texts, *wo)

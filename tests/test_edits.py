@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -130,7 +131,7 @@ class Edits(RuleBasedStateMachine):
 
 
 Edits.TestCase.settings = settings(
-    max_examples=12,
+    max_examples=examples(12),
     stateful_step_count=20,
     deadline=None,
     derandomize=True,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import examples
 from fastrag._native import embedding as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,7 +24,7 @@ def _reference_matrix(texts, vocab, lowercase=True):
     return np.array([naive.embed_index_of(t, vocab, lowercase) for t in texts], dtype=np.float64)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     corpus=TEXTS, queries=TEXTS, max_features=st.sampled_from([None, 1, 3, 8]), lower=st.booleans()
 )

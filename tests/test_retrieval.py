@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import examples
 from fastrag.datasets import demo_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -482,7 +483,7 @@ def test_vector_relevance_is_the_clipped_cosine(index):
         assert hit.relevance == pytest.approx(min(1.0, max(0.0, float(v @ qv))), abs=1e-5)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data(), n_rows=st.integers(1, 40), width=st.integers(1, 12), by_group=st.booleans())
 def test_rrf_kernel_equals_the_reference_with_groups(data, n_rows, width, by_group):
     from fastrag._native import fusion

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import examples
 from fastrag._native import chunking as window_kernels
 from fastrag._native import structure as kernels
 from hypothesis import given, settings
@@ -183,7 +184,7 @@ _PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.lists(_PIECES, max_size=40).map("".join), min_size=1, max_size=4),
     st.integers(1, 40),

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import JIT_DISABLED
+from conftest import DEMO_PROBE, JIT_DISABLED
 
 SCRIPT = textwrap.dedent(
     """
@@ -83,36 +83,23 @@ def test_nothing_compiles_after_warmup(tmp_path, compiled_kernels):
     assert new == {}, f"compiled after warmup(): {new}"
 
 
-DEMO = textwrap.dedent(
-    """
-    import contextlib, io, json
-
-    from fastrag._native import bm25, fusion, topk
-    from fastrag.cli import main
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        main(["demo"])
-    kernels = {"scan_topk": topk.scan_topk, "rrf_fuse": fusion.rrf_fuse,
-               "exhaustive": bm25._exhaustive_serial, "pruned": bm25._search_serial}
-    print(json.dumps({name: [sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values())]
-                      for name, d in kernels.items()}))
-    """
-)
-
-
 @pytest.mark.skipif(JIT_DISABLED, reason="nothing is compiled with the JIT disabled")
-def test_demo_compiles_its_question_kernels_once_in_a_second_process(tmp_path):
+def test_demo_compiles_its_question_kernels_once_in_a_second_process(tmp_path, compiled_kernels):
     """On a cold cache, the demo's question kernels come from its helper process's cache.
 
     If the helper compiled other signatures than the engine then calls, the
     demo would compile them again itself (a miss here); a small knowledge
-    base never needs the pruned BM25 kernel.
+    base never needs the pruned BM25 kernel. The session's first process ran
+    the demo on the shared cache if that was cold for these kernels
+    (conftest); otherwise it runs here on a private empty cache.
     """
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
-    out = subprocess.run(
-        [sys.executable, "-c", DEMO], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=900,
-    )  # fmt: skip
+    out = compiled_kernels
+    if out is None:
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
+        out = subprocess.run(
+            [sys.executable, "-c", DEMO_PROBE], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=900,
+        )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     for name in ("scan_topk", "rrf_fuse", "exhaustive"):
