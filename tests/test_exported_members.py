@@ -26,7 +26,7 @@ def test_the_public_api_is_the_concepts_a_user_meets():
     # machinery in the layer subpackages.
     assert set(fastrag.__all__) == {
         "Answer", "AnswerEvent", "AnswerOptions", "BuildProgress", "Document", "Embedder",
-        "ExtractiveGenerator", "FallbackChain", "FastragError", "Generation", "Generator", "Hit",
+        "ExtractiveGenerator", "FallbackChain", "FastragError", "Generation", "Generator", "Hit", "Hits",
         "HnswConfig", "KnowledgeBase", "LLMReranker", "LLMRewriter", "Level",
         "OpenAIChatGenerator", "OpenAIEmbedder", "Principal", "QueryRewriter", "Redactor",
         "RetrievalConfig", "RetrievalOptions", "RewrittenQuery", "SqlResult", "SqlTool",
