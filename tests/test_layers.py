@@ -28,9 +28,21 @@ LAYERS: dict[str, set[str]] = {
     "store": {"base", "text", "_native"},
     "index": {"base", "text", "_native"},
     "embed": {"base", "text", "models", "_native"},
-    "retrieve": {"base", "text", "models", "store", "index", "embed", "_native"},
-    "answer": {"base", "text", "models", "retrieve"},
-    "kb": {"base", "text", "models", "store", "index", "embed", "retrieve", "answer", "_native"},
+    "options": {"base", "text"},
+    "retrieve": {"base", "text", "models", "store", "index", "embed", "options", "_native"},
+    "answer": {"base", "text", "models", "options", "retrieve"},
+    "kb": {
+        "base",
+        "text",
+        "models",
+        "store",
+        "index",
+        "embed",
+        "options",
+        "retrieve",
+        "answer",
+        "_native",
+    },  # fmt: skip
 }
 """Layer -> the layers it may import (its own is always allowed)."""
 
