@@ -49,7 +49,7 @@ from .service import (
 )
 from .shared import hits_json, request_options
 
-__all__ = ["answer_json", "native_routes", "static_dir"]
+__all__ = ["answer_json", "native_options", "native_routes", "static_dir"]
 
 
 def answer_json(served: Served, snapshot: str | None, ans: Answer) -> dict[str, Any]:
@@ -71,18 +71,19 @@ def _retrieval_fields(req: Any, caller: Caller) -> dict[str, Any]:
     return fields
 
 
-def _options(
-    svc: Service, req: Any, caller: Caller, *, answers: bool
+def native_options(
+    req: Any, caller: Caller, threads: int | None, *, answers: bool
 ) -> tuple[RetrievalOptions, AnswerOptions]:
+    """The options of a native request: its fields, the caller's principal, the server's threads."""
     return request_options(
-        _retrieval_fields(req, caller), principal=caller.principal,
-        threads=svc.settings.threads, answer=req.answer_options() if answers else None,
+        _retrieval_fields(req, caller), principal=caller.principal, threads=threads,
+        answer=req.answer_options() if answers else None,
     )  # fmt: skip
 
 
 def _calls(svc: Service, req: Any, caller: Caller, *, answers: bool) -> dict[str, Any]:
     """Keyword arguments of the engine call: the options objects, the snapshot, the generator."""
-    ropts, aopts = _options(svc, req, caller, answers=answers)
+    ropts, aopts = native_options(req, caller, svc.settings.threads, answers=answers)
     args: dict[str, Any] = {"retrieval": ropts}
     if answers:
         args.update(answer=aopts, generator=svc.generator)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,15 +28,17 @@ def hit_json(hit: Hit, rank: int) -> dict[str, Any]:
     Keys: ``rank``, ``marker``, then :meth:`~fastrag.Hit.to_dict` (``chunk_id``,
     ``doc_id``, ``ord``, ``start``, ``end``, ``text``, ``score``,
     ``metadata``, ``relevance``), then ``title`` and ``source`` from the
-    metadata (``None`` when unset).
+    metadata (``None`` when unset). Dates and times in the metadata are
+    ISO-8601 strings (``isoformat()``), so every way out writes the same text.
     """
-    return {
-        "rank": rank,
-        "marker": f"[{rank}]",
-        **hit.to_dict(),
-        "title": hit.metadata.get("title"),
-        "source": hit.metadata.get("source"),
-    }
+    out = {"rank": rank, "marker": f"[{rank}]", **hit.to_dict()}
+    meta = out["metadata"]
+    if any(isinstance(v, _dt.date) for v in meta.values()):
+        out["metadata"] = {
+            k: v.isoformat() if isinstance(v, _dt.date) else v for k, v in meta.items()
+        }
+    out["title"], out["source"] = meta.get("title"), meta.get("source")
+    return out
 
 
 def hits_json(hits: Iterable[Hit]) -> list[dict[str, Any]]:
