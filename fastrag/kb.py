@@ -575,23 +575,43 @@ class KnowledgeBase:
         self._count(retrievals=1)
         return hits[0]
 
+    @overload
     def retrieve_batch(
         self, questions: Sequence[str], k: int = DEFAULT_K, *,
-        retrieval: RetrievalOptions | None = None, snapshot: str | None = None, **shorthand: Any,
-    ) -> pa.Table:  # fmt: skip
+        retrieval: RetrievalOptions | None = None, snapshot: str | None = None,
+        output: Literal["table"] = "table", **shorthand: Any,
+    ) -> pa.Table: ...  # fmt: skip
+
+    @overload
+    def retrieve_batch(
+        self, questions: Sequence[str], k: int = DEFAULT_K, *,
+        retrieval: RetrievalOptions | None = None, snapshot: str | None = None,
+        output: Literal["hits"], **shorthand: Any,
+    ) -> list[list[Hit]]: ...  # fmt: skip
+
+    def retrieve_batch(
+        self, questions: Sequence[str], k: int = DEFAULT_K, *,
+        retrieval: RetrievalOptions | None = None, snapshot: str | None = None,
+        output: str = "table", **shorthand: Any,
+    ) -> pa.Table | list[list[Hit]]:  # fmt: skip
         """Retrieve for many questions at once: one row per (question, hit), by question then rank.
 
         Columns ``query_index``, ``rank`` (1 = best), ``chunk_id``,
         ``doc_id``, ``score``, ``text``; options and ``snapshot`` as for
-        :meth:`retrieve`.
+        :meth:`retrieve`. ``output="hits"``: per question its list of
+        :class:`~fastrag.Hit` (as :meth:`retrieve` returns), from one batched search.
         """
+        if output not in ("table", "hits"):
+            raise ConfigError(f"output must be 'table' or 'hits', got {output!r}")
         opts, _ = parse_options(shorthand, retrieval, answers=False)
         questions = self._questions(questions, "retrieve_batch", "retrieve")
         k, (corpus, _) = check_k(k), self._at(snapshot)
         questions = [self._question(q, f"question {i}") for i, q in enumerate(questions)]
         if not questions:
-            return HIT_TABLE.empty_table()
+            return HIT_TABLE.empty_table() if output == "table" else []
         self._count(retrievals=len(questions))
+        if output == "hits":
+            return self._retriever.retrieve(corpus, questions, k, opts)[0]
         if opts.reranker is None:
             queries = self._retriever.rewrite(questions, opts, ontology=corpus.ontology)
             ranked = self._retriever.rank(corpus, queries, k, opts)

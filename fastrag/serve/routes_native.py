@@ -115,7 +115,8 @@ def _batch_results(
     kb: Any, questions: list[str], k: int, args: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Per question its hits, each as :func:`hits_json` writes it (the same as ``/v1/retrieve``)."""
-    return [{"question": q, "hits": hits_json(kb.retrieve(q, k, **args))} for q in questions]
+    found = kb.retrieve_batch(questions, k, output="hits", **args)
+    return [{"question": q, "hits": hits_json(h)} for q, h in zip(questions, found, strict=True)]
 
 
 @endpoint("retrieve_batch")
