@@ -135,6 +135,10 @@ def test_shorthand_and_objects_meet_at_the_same_keywords(kb, tmp_path):
     assert table.column("chunk_id").to_pylist() == [
         h.chunk_id for h in kb.retrieve(Q, 3, mode="keyword")
     ]
+    hits = kb.retrieve_batch([Q, "expense report"], 3, retrieval=ropts, output="hits")
+    assert hits == [kb.retrieve(q, 3, retrieval=ropts) for q in (Q, "expense report")]
+    with pytest.raises(ConfigError, match="output must be 'table' or 'hits'"):
+        kb.retrieve_batch([Q], 3, output="rows")  # type: ignore[call-overload]
     # shorthand applies on top of the object; an object of the wrong class is named
     assert kb.retrieve(Q, 3, retrieval=ropts, mode="vector") == kb.retrieve(Q, 3, mode="vector")
     with pytest.raises(ConfigError, match="answer= must be a fastrag.AnswerOptions"):
@@ -227,7 +231,15 @@ def test_one_hit_shape_over_http_single_and_batch_mcp_and_the_cli(server, kb_pat
     assert {"chunk_id", "doc_id", "text", "score", "relevance", "title", "source"} <= set(
         http_hits[0]
     )
-    assert [r["hits"] for r in batch.json()["results"]] == [http_hits, http_hits]
+    for result_of_batch in batch.json()["results"]:  # one batched search: floats to 1e-5
+        got = result_of_batch["hits"]
+        assert [list(h) for h in got] == [list(h) for h in http_hits]
+        for h, want in zip(got, http_hits, strict=True):
+            assert {n: v for n, v in h.items() if n not in ("score", "relevance")} == {
+                n: v for n, v in want.items() if n not in ("score", "relevance")
+            }
+            assert h["score"] == pytest.approx(want["score"], rel=1e-5)
+            assert h["relevance"] == pytest.approx(want["relevance"], rel=1e-5)
     assert json.loads(result.content[0].text)["hits"] == http_hits
     assert json.loads(out.getvalue())["hits"] == http_hits
 
