@@ -51,12 +51,11 @@ from fastrag.index.exact import exact_topk
 from fastrag.index.hnsw import (
     HnswConfig,
     HnswIndex,
-    _check_labels,
-    _check_vectors,
     exact_over_rows,
     filter_strategy,
     recall_at_k,
 )
+from fastrag.index.hnsw_checks import check_labels, check_vectors
 
 try:
     from fastrag.datasets.synthetic import random_unit_vectors
@@ -185,8 +184,8 @@ def run_compare(args: argparse.Namespace) -> None:
         (float("nan"), False) if args.no_raw_build else _raw_build_seconds(cache, corpus, args)
     )
     t0 = time.perf_counter()
-    _check_vectors(corpus, None)
-    _check_labels(np.arange(n), n)
+    check_vectors(corpus, None)
+    check_labels(np.arange(n), n)
     checks = time.perf_counter() - t0
     fa = None
     if not args.no_faiss:

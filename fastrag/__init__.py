@@ -43,7 +43,7 @@ from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .store.loaders import load_documents
 from .store.sql_tool import SqlResult, SqlTool
 from .text.pii import Redactor
-from .types import Answer, Document, Generation, Hit
+from .types import Answer, Document, Generation, Hit, Hits
 from .warmup import warmup
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "Generation",
     "Generator",
     "Hit",
+    "Hits",
     "HnswConfig",
     "KnowledgeBase",
     "LLMReranker",

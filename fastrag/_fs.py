@@ -18,6 +18,7 @@ from .errors import StoreCorruptedError, StoreError
 
 __all__ = [
     "HashingFile",
+    "arrow_read_errors",
     "check_recorded",
     "atomic_write_bytes",
     "file_lock",
@@ -174,6 +175,46 @@ def file_lock(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+READ_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, TypeError)
+"""What reading a damaged file raises: pyarrow's errors, the OS's, and malformed values."""
+
+
+@contextlib.contextmanager
+def arrow_read_errors(path: Path, failed: str, missing: str | None = None) -> Iterator[None]:
+    """Report what reading the file ``path`` raises as a :class:`StoreCorruptedError`.
+
+    The one mapping of pyarrow's exceptions (as :func:`fastrag.index.hnsw_checks.hnswlib_errors`
+    is hnswlib's): a :class:`StoreCorruptedError` raised in the block passes
+    through; a missing file becomes ``"{path}: {missing}"`` (when ``missing``
+    is given); :data:`READ_ERRORS` become ``"{path}: {failed}: {exc}"``, raised
+    ``from`` the original.
+
+    Parameters
+    ----------
+    path : Path
+        The file being read (named in every message).
+    failed : str
+        What failed, e.g. ``"cannot be read as a BM25 index"``.
+    missing : str, optional
+        The message of a missing file; default: reported as ``failed``.
+
+    Raises
+    ------
+    StoreCorruptedError
+        Naming the file.
+    """
+    try:
+        yield
+    except StoreCorruptedError:
+        raise
+    except FileNotFoundError as exc:
+        if missing is None:
+            raise StoreCorruptedError(f"{path}: {failed}: {exc}") from exc
+        raise StoreCorruptedError(f"{path}: {missing}") from exc
+    except READ_ERRORS as exc:
+        raise StoreCorruptedError(f"{path}: {failed}: {exc}") from exc
 
 
 def check_recorded(path: Path, info: Mapping[str, object], verify: bool) -> None:

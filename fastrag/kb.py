@@ -1,13 +1,13 @@
 """``KnowledgeBase``: the facade that wires the store, the indexes, the retriever and the answers.
 
 It holds no algorithm of its own: corpus versions are made in
-:mod:`fastrag.retrieve.corpus`, saved and opened by
-:mod:`fastrag.retrieve.persist`, searched by the
+:mod:`fastrag.corpus.build`, saved and opened by
+:mod:`fastrag.corpus.persist`, searched by the
 :class:`~fastrag.retrieve.Retriever` and answered by the
 :class:`~fastrag.answer.AnswerPipeline`.
 
 Concurrency: what readers search is one immutable
-:class:`~fastrag.retrieve.Corpus` (store, vector index, keyword indexes).
+:class:`~fastrag.corpus.Corpus` (store, vector index, keyword indexes).
 Writers (``add``, ``delete``, ``compact``, ``sync``, ``set_index``,
 ``save``) take one lock, build the next corpus from copies and publish it
 with one attribute assignment; readers never lock and never see a
@@ -31,6 +31,10 @@ from .answer.generate import Generator
 from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
 from .answer.stages import StageTimer
 from .answer.table import answers_table
+from .corpus import build as corpora
+from .corpus.corpus import Corpus
+from .corpus.ontology import Ontology, as_ontology
+from .corpus.persist import Settings, describe, open_corpus, save_corpus
 from .embed.base import Embedder, check_embedder, query_vectors
 from .embed.vocabulary import VocabularyEmbedder
 from .errors import (
@@ -51,12 +55,8 @@ from .options import (
     check_question,
     parse_options,
 )
-from .retrieve import corpus as corpora
-from .retrieve.corpus import Corpus
 from .retrieve.filters import pushdown
 from .retrieve.masks import eligible_rows
-from .retrieve.ontology import Ontology, as_ontology
-from .retrieve.persist import Settings, describe, open_corpus, save_corpus
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, hits_table
@@ -164,7 +164,7 @@ class KnowledgeBase:
         ``Tokenizer(stem="porter")``); ``retrieval`` sets the default mode,
         fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch;
         ``ontology`` (a YAML or JSON path, a dict or an
-        :class:`~fastrag.retrieve.ontology.Ontology`) expands the keyword
+        :class:`~fastrag.corpus.ontology.Ontology`) expands the keyword
         legs' queries (see :meth:`set_ontology`).
         """
         onto = as_ontology(ontology)  # a bad ontology fails before any work
@@ -196,7 +196,7 @@ class KnowledgeBase:
 
         A question naming an entity (name or alias) gains its canonical name
         on the keyword legs, and a relation-aware one the related entities'
-        terms (:mod:`fastrag.retrieve.ontology`); the vector leg embeds the
+        terms (:mod:`fastrag.corpus.ontology`); the vector leg embeds the
         question as asked. Raises :class:`~fastrag.errors.OntologyError`
         (:class:`~fastrag.errors.DuplicateAliasError`,
         :class:`~fastrag.errors.UnknownRelationTargetError`) and changes
@@ -346,7 +346,9 @@ class KnowledgeBase:
         every file's SHA-256 and every vector; ``rewriter`` is not saved.
         """
         with hold_snapshot(Path(path), snapshot) as held:  # pruning waits while files open
-            corpus, settings, dirty = open_corpus(held, embedder=embedder, verify=verify)
+            corpus, settings, dirty = open_corpus(
+                held, retrieval=RetrievalConfig.from_dict, embedder=embedder, verify=verify
+            )
         kb = cls(
             corpus, settings, rewriter=rewriter, path=held.manifest.root, snapshot=held.entry.id
         )
@@ -426,7 +428,9 @@ class KnowledgeBase:
         with hold_snapshot(self._path, sid) as held:
             current = self._corpus.embedder
             same = dict(held.manifest.embedder) == current.config()
-            corpus, _, _ = open_corpus(held, embedder=current if same else None)
+            corpus, _, _ = open_corpus(
+                held, retrieval=RetrievalConfig.from_dict, embedder=current if same else None
+            )
             if corpus.graph is not None:  # map the whole graph while its files are held
                 corpus.graph.wait_ready()
         return corpus

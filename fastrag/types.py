@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Answer", "Document", "Generation", "Hit"]
+import numpy as np
+
+__all__ = ["Answer", "Document", "Generation", "Hit", "Hits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,70 @@ class Hit:
     def updated_at(self) -> _dt.datetime | None:
         """When the document was last updated, if known."""
         return self.metadata.get("updated_at")
+
+
+class Hits(list):  # type: ignore[type-arg]
+    """The hits of one question, best first: a ``list`` of :class:`Hit` plus its arrays.
+
+    It indexes, iterates, compares and serialises exactly like the list of
+    hits it holds; the arrays give the same results without touching a
+    :class:`Hit`, for callers that only rank, count or join.
+
+    Attributes
+    ----------
+    ids : numpy.ndarray
+        int64 chunk ids, in hit order.
+    scores : numpy.ndarray
+        float32 ranking scores.
+    relevance : numpy.ndarray
+        float32 relevances in ``[0, 1]``.
+    rows : numpy.ndarray
+        int64 rows of the searched store (valid for that version of the
+        knowledge base only).
+    """
+
+    __slots__ = ("ids", "relevance", "rows", "scores")
+
+    def __init__(
+        self,
+        hits: Any = (),
+        *,
+        rows: np.ndarray | None = None,
+        scores: np.ndarray | None = None,
+        relevance: np.ndarray | None = None,
+    ) -> None:
+        super().__init__(hits)
+        n = len(self)
+        self.ids = np.fromiter((h.chunk_id for h in self), dtype=np.int64, count=n)
+        self.scores = (
+            np.asarray(scores, dtype=np.float32)
+            if scores is not None
+            else np.fromiter((h.score for h in self), dtype=np.float32, count=n)
+        )
+        self.relevance = (
+            np.asarray(relevance, dtype=np.float32)
+            if relevance is not None
+            else np.array([np.nan if h.relevance is None else h.relevance for h in self],
+                          dtype=np.float32).reshape(n)
+        )  # fmt: skip
+        self.rows = (
+            np.asarray(rows, dtype=np.int64) if rows is not None else np.full(n, -1, np.int64)
+        )
+
+    def to_arrow(self) -> Any:
+        """The hits as a ``pyarrow.Table``: rank, chunk_id, doc_id, score, relevance, text."""
+        import pyarrow as pa
+
+        return pa.table(
+            {
+                "rank": pa.array(np.arange(1, len(self) + 1, dtype=np.int32)),
+                "chunk_id": pa.array(self.ids),
+                "doc_id": pa.array([h.doc_id for h in self], type=pa.string()),
+                "score": pa.array(self.scores),
+                "relevance": pa.array(self.relevance),
+                "text": pa.array([h.text for h in self], type=pa.large_string()),
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -570,6 +570,11 @@ def replace_words(hashes: np.ndarray, inverse: np.ndarray, values: np.ndarray) -
     uint64[hashes.size]
         The new hashes.
     """
+    if hashes.size < PARALLEL_MIN_BYTES:  # a question's few tokens: no parallel region
+        out = hashes.copy()
+        pick = (inverse >= 0) & (inverse < values.size)
+        out[pick] = values[inverse[pick]]
+        return out
     hashes, inverse, values = frozen(hashes, inverse, values)
     out = np.empty(hashes.size, dtype=np.uint64)
     _replace_words_pass(hashes, inverse, values, out)
@@ -715,3 +720,5 @@ def warmup() -> None:
     distinct_hashes(hashes)
     distinct, _, inverse = distinct_words(hashes, kinds)
     replace_words(hashes, inverse, distinct)
+    big = np.repeat(hashes, PARALLEL_MIN_BYTES // hashes.size + 1)  # the parallel pass
+    replace_words(big, np.repeat(inverse, PARALLEL_MIN_BYTES // hashes.size + 1), distinct)

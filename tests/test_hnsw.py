@@ -506,7 +506,7 @@ def test_hnswlib_errors_are_mapped(index, data):
 
     idx = HnswIndex.build(data[0][:100], np.arange(100))
     idx._index = Broken()
-    idx._lock = hnsw_mod._EfLock(idx._index.set_ef)
+    idx._lock = hnsw_mod.EfLock(idx._index.set_ef)
     with pytest.raises(SearchIndexError, match="contiguous") as info:
         idx.search(data[1][:1], K)
     assert isinstance(info.value.__cause__, RuntimeError)

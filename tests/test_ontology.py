@@ -9,13 +9,13 @@ from fastrag.datasets.ontology_set import generate
 
 import fastrag
 from fastrag.cli import main
+from fastrag.corpus.ontology import Ontology
 from fastrag.errors import (
     ConfigError,
     DuplicateAliasError,
     OntologyError,
     UnknownRelationTargetError,
 )
-from fastrag.retrieve.ontology import Ontology
 from fastrag.store.snapshots import read_manifest
 
 SEED_YAML = """\

@@ -10,8 +10,9 @@ import traceback
 import pytest
 
 from fastrag import KnowledgeBase
+from fastrag.corpus.persist import open_corpus
 from fastrag.errors import StoreNotFoundError
-from fastrag.retrieve.persist import open_corpus
+from fastrag.retrieve.options import RetrievalConfig
 from fastrag.store.snapshots import hold_snapshot, read_manifest
 
 SAVES = 30
@@ -86,7 +87,7 @@ def test_a_held_snapshot_survives_pruning_until_released(kb, tmp_path):
         # Gone from the manifest, still on disk for the reader holding it.
         assert first not in [s.id for s in read_manifest(root).snapshots]
         assert held.directory.is_dir()
-        corpus, _, _ = open_corpus(held, verify=True)
+        corpus, _, _ = open_corpus(held, retrieval=RetrievalConfig.from_dict, verify=True)
         assert len(corpus.store) == len(kb) - 2
     kb.add([{"id": "n2", "text": "more text"}])
     kb.save(root, keep=1)

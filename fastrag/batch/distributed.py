@@ -39,7 +39,7 @@ from ..answer.table import ANSWER_BATCH_SCHEMA
 from ..errors import ConfigError, DocumentError, StoreError, StoreNotFoundError
 from ..options import DEFAULT_K, AnswerOptions, RetrievalOptions
 from ..store.sources import read_questions
-from .files import BATCH_SCHEMA, BatchProgress, BatchSummary, answer_writer, batch_options
+from .files import BATCH_SCHEMA, BatchProgress, BatchSummary, batch_options, open_writer
 
 if TYPE_CHECKING:  # pragma: no cover
     import ray.data
@@ -438,7 +438,7 @@ def answer_file_ray(
     if address is None and not Path(kb_path).is_dir():
         raise StoreNotFoundError(f"{kb_path}: no such knowledge base")
     with _ray_session(ray, address, local_cpus):
-        writer = answer_writer(out, resume)
+        writer = open_writer(out, resume)
         complete = False
         seen = answered = found = errors = cited = 0
         try:

@@ -42,7 +42,7 @@ __all__ = [
     "BatchProgress",
     "BatchSummary",
     "answer_file",
-    "answer_writer",
+    "open_writer",
     "batch_options",
 ]
 
@@ -191,8 +191,8 @@ def _read_stream_prefix(path: Path) -> list[pa.RecordBatch]:
     return [b.cast(BATCH_SCHEMA) if not b.schema.equals(BATCH_SCHEMA) else b for b in batches]
 
 
-def answer_writer(path: Path, resume: bool) -> _JsonlWriter | _ParquetWriter:
-    """The writer of an answers file (``.jsonl`` or ``.parquet``); ``done`` holds finished rows."""
+def open_writer(path: Path, resume: bool) -> _JsonlWriter | _ParquetWriter:
+    """The answer file writer for ``path`` by its suffix (``resume``: append to what is there)."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return _JsonlWriter(path, resume)
@@ -320,7 +320,7 @@ def answer_file(
     )  # fmt: skip
     out_path = Path(out)
     total = count_questions(questions)
-    writer = answer_writer(out_path, resume)
+    writer = open_writer(out_path, resume)
     skipped = len(writer.done)
     t0 = time.perf_counter()
     seen = answered = found = errors = cited = 0

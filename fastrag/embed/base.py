@@ -40,6 +40,7 @@ __all__ = [
     "embedder_files",
     "embedder_kind",
     "query_vectors",
+    "Utf8Embedder",
     "utf8_embedder",
 ]
 
@@ -95,6 +96,48 @@ def check_embedder(embedder: object) -> None:
             "embedder must provide embed(texts) (or embed_documents(texts) and "
             f"embed_queries(texts)), dim and config(); got {type(embedder).__name__}"
         )
+
+
+class _EmbedsUtf8(Protocol):
+    def embed_utf8(
+        self, data: np.ndarray, offsets: np.ndarray, *, threads: int | None = None
+    ) -> np.ndarray: ...
+
+
+class Utf8Embedder:
+    """Base of the embedders whose kernel reads UTF-8 buffers: ``embed(texts)`` over ``embed_utf8``.
+
+    A subclass defines ``embed_utf8(data, offsets, *, threads=None)``
+    (uint8 bytes and int64 offsets, the Arrow layout); the texts of
+    :meth:`embed` are encoded once and handed to it.
+    """
+
+    __slots__ = ()
+
+    def embed(self: _EmbedsUtf8, texts: Sequence[str], *, threads: int | None = None) -> np.ndarray:
+        """Embed texts (both sides: the embedding is symmetric).
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+        threads : int, optional
+            Numba threads.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(len(texts), dim)``, rows L2-normalised or zero.
+
+        Raises
+        ------
+        ConfigError
+            ``texts`` is one string, not a sequence of them.
+        """
+        if isinstance(texts, str):
+            raise ConfigError("embed() takes a sequence of texts; wrap one text in a list")
+        data, offsets = encode_utf8(texts)
+        return self.embed_utf8(data, offsets, threads=threads)
 
 
 def utf8_embedder(embedder: object) -> Any:

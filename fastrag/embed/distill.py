@@ -59,7 +59,7 @@ from .._native import static as _kernels
 from .._native import tokenize as _tok_kernels
 from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, FastragError, StoreError
-from ..text.tokenize import _classes, _translation, as_utf8
+from ..text.tokenize import as_utf8
 from .base import check_embedder, document_vectors, query_vectors
 from .table import (
     DEFAULT_SIF_A,
@@ -297,15 +297,6 @@ class ItemCounts:
         )
 
 
-def _token_text(raw: bytes, kind: int, table: dict[int, int], classes: np.ndarray) -> str:
-    text = raw.decode("utf-8", "replace")
-    if kind != 1:  # drop combining marks between the characters of a bigram
-        text = "".join(
-            c for c in text if ord(c) < classes.size and classes[ord(c)] == _tok_kernels.CJK
-        )
-    return text.translate(table)
-
-
 def count_items(
     batches: Iterable[tuple[np.ndarray, np.ndarray]],
     *,
@@ -329,9 +320,7 @@ def count_items(
         Every distinct item, in first-seen order.
     """
     tok = ITEM_TOKENIZER
-    classes, fold = tok._tables
-    table = _translation(True)
-    cls = _classes()
+    classes, fold, stop_hashes, cjk_mode = tok.kernel_tables()
     index: dict[int, int] = {}
     items: list[str] = []
     counts: list[int] = []
@@ -343,7 +332,7 @@ def count_items(
     for data, offsets in batches:
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
             hashes, _, starts, ends, kinds = _tok_kernels.tokenize_utf8(
-                data, offsets, classes, fold, tok._stop_hashes, tok._cjk_mode, spans=True
+                data, offsets, classes, fold, stop_hashes, cjk_mode, spans=True
             )
         total += hashes.size
         done += offsets.size - 1
@@ -357,7 +346,7 @@ def count_items(
                 if j is None:
                     index[h] = len(items)
                     raw = data[starts[f] : ends[f]].tobytes()
-                    items.append(_token_text(raw, int(kinds[f]), table, cls))
+                    items.append(tok.token_text(raw, int(kinds[f])))
                     counts.append(n)
                 else:
                     counts[j] += n

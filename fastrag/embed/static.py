@@ -40,7 +40,6 @@ raises :class:`~fastrag.errors.EmbedderMismatchError`.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -62,7 +61,9 @@ from ..errors import (
     StoreCorruptedError,
 )
 from ..text.tokenize import check_utf8
-from ..text.utf8 import encode_utf8
+from .base import Utf8Embedder, check_embedder
+from .model2vec import read_model2vec
+from .subword import SubwordTokenizer
 from .table import (
     _MODES,
     DEFAULT_SIF_A,
@@ -106,7 +107,7 @@ class _Compiled:
         self.keys, self.rows = _kernels.build_lookup(np.ascontiguousarray(table.hashes))
 
 
-class StaticEmbedder:
+class StaticEmbedder(Utf8Embedder):
     """Semantic static embeddings: a weighted mean of per-item vectors, in a Numba kernel.
 
     Build one with :meth:`distill` (from a teacher model), :meth:`load` (a
@@ -157,8 +158,6 @@ class StaticEmbedder:
                 "or a teacher to distil one from"
             )
         if teacher is not None:
-            from .base import check_embedder
-
             check_embedder(teacher)
         self.teacher = teacher
         self.options = options
@@ -176,7 +175,7 @@ class StaticEmbedder:
         if table.mode not in _MODES:
             raise EmbedderError(f"unknown static table mode {table.mode!r}")
         compiled = _Compiled(table)
-        subword = _SubwordTokenizer(table) if table.mode == "subword" else None
+        subword = SubwordTokenizer(table) if table.mode == "subword" else None
         self._compiled, self._subword = compiled, subword
 
     @property
@@ -435,44 +434,24 @@ class StaticEmbedder:
         if n == 0:
             return out
         if self._subword is not None:
-            self._subword.embed(compiled, data, offsets, out, threads)
+            self._subword.embed(compiled.coef, compiled.vectors, data, offsets, out, threads)
             return out
         nbytes = int(offsets[-1] - offsets[0])
         tok = ITEM_TOKENIZER
-        classes, fold = tok._tables
+        classes, fold, stop_hashes, cjk_mode = tok.kernel_tables()
         if n == 1 or (threads is None and nbytes < _kernels.PARALLEL_MIN_BYTES) or threads == 1:
             _kernels.embed_static(
-                data, offsets, classes, fold, tok._stop_hashes, tok._cjk_mode, compiled.keys,
+                data, offsets, classes, fold, stop_hashes, cjk_mode, compiled.keys,
                 compiled.rows, compiled.coef, compiled.vectors, out, blocks=1,
             )  # fmt: skip
             return out
         with _threads(threads, work=nbytes * 4 + n * dim * 4) as used:
             _kernels.embed_static(
-                data, offsets, classes, fold, tok._stop_hashes, tok._cjk_mode, compiled.keys,
+                data, offsets, classes, fold, stop_hashes, cjk_mode, compiled.keys,
                 compiled.rows, compiled.coef, compiled.vectors, out,
                 blocks=1 if used <= 1 else min(n, 8 * used),
             )  # fmt: skip
         return out
-
-    def embed(self, texts: Sequence[str], *, threads: int | None = None) -> np.ndarray:
-        """Embed texts (both sides: the table is symmetric).
-
-        Parameters
-        ----------
-        texts : sequence of str
-            The texts.
-        threads : int, optional
-            Numba threads.
-
-        Returns
-        -------
-        numpy.ndarray
-            float32 ``(len(texts), dim)``, rows L2-normalised or zero.
-        """
-        if isinstance(texts, str):
-            raise ConfigError("embed() takes a sequence of texts; wrap one text in a list")
-        data, offsets = encode_utf8(texts)
-        return self.embed_utf8(data, offsets, threads=threads)
 
     # -- knowledge-base persistence --------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -546,134 +525,3 @@ class StaticEmbedder:
             f"StaticEmbedder(items={len(t):,}, dim={t.dim}, dtype={t.dtype}, mode={t.mode}, "
             f"revision={t.sha256[:12]})"
         )
-
-
-# -- model2vec ---------------------------------------------------------------------------
-def _import_subword() -> tuple[Any, Any]:
-    try:
-        import tokenizers
-        from safetensors.numpy import load_file
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "model2vec folders need the tokenizers and safetensors packages: "
-            'pip install "fastrag-engine[static]"'
-        ) from exc
-    return tokenizers, load_file
-
-
-MODEL2VEC_MAX_TOKENS = 512
-"""Tokens per text that model2vec's ``StaticModel.encode`` keeps by default."""
-
-
-def read_model2vec(folder: str | os.PathLike[str]) -> StaticTable:
-    """Read a model2vec folder into a subword :class:`StaticTable` (see ``from_model2vec``)."""
-    tokenizers, load_file = _import_subword()
-    folder = Path(folder)
-    paths = {name: folder / name for name in ("model.safetensors", "tokenizer.json", "config.json")}
-    for name, p in paths.items():
-        if not p.is_file():
-            raise EmbedderError(f"{folder}: not a model2vec folder (no {name})")
-    try:
-        tensors = load_file(str(paths["model.safetensors"]))
-        tok_json = paths["tokenizer.json"].read_text(encoding="utf-8")
-        config = json.loads(paths["config.json"].read_text(encoding="utf-8"))
-        tokenizer = tokenizers.Tokenizer.from_str(tok_json)
-    except Exception as exc:  # noqa: BLE001 - safetensors/tokenizers raise their own types
-        raise EmbedderError(f"{folder}: cannot read the model2vec model: {exc}") from exc
-    if "embeddings" not in tensors:
-        raise EmbedderError(f"{folder}/model.safetensors has no 'embeddings' tensor")
-    emb = np.asarray(tensors["embeddings"])
-    if emb.ndim != 2 or emb.shape[0] < 1 or emb.shape[1] < 1:
-        raise EmbedderError(f"{folder}: embeddings must be a (tokens, dim) matrix, got {emb.shape}")
-    vectors = np.ascontiguousarray(emb, dtype=np.float32)
-    if not np.isfinite(vectors).all():
-        raise EmbedderError(f"{folder}: the embeddings hold NaN or infinity")
-    vocab = tokenizer.get_vocab()
-    n_ids = max(vocab.values()) + 1 if vocab else 0
-    items = [""] * n_ids
-    for token, i in vocab.items():
-        items[i] = token
-    mapping = np.asarray(tensors["mapping"], dtype=np.int64) if "mapping" in tensors else None
-    if mapping is not None and (
-        mapping.shape != (n_ids,) or mapping.min() < 0 or mapping.max() >= len(vectors)
-    ):
-        raise EmbedderError(f"{folder}: 'mapping' must map each of {n_ids} token ids to a row")
-    if mapping is None and len(vectors) != n_ids:
-        raise EmbedderError(
-            f"{folder}: {len(vectors)} embeddings for {n_ids} tokens and no 'mapping'"
-        )
-    rows = vectors[mapping] if mapping is not None else vectors
-    weights = (
-        np.asarray(tensors["weights"], dtype=np.float32).reshape(-1)
-        if "weights" in tensors
-        else np.ones(n_ids, dtype=np.float32)
-    )
-    if weights.shape != (n_ids,):
-        raise EmbedderError(f"{folder}: 'weights' must have one entry per token ({n_ids})")
-    unk = None
-    model = json.loads(tok_json).get("model", {})
-    if model.get("unk_token") is not None and model["unk_token"] in vocab:
-        unk = int(vocab[model["unk_token"]])
-    return StaticTable(
-        items=tuple(items),
-        hashes=np.zeros(n_ids, dtype=np.uint64),
-        counts=np.zeros(n_ids, dtype=np.int64),
-        weights=weights,
-        vectors=np.ascontiguousarray(rows),
-        scales=np.ones(n_ids, dtype=np.float32),
-        meta={
-            "mode": "subword",
-            "tokenizer_json": tok_json,
-            "subword": {"unk_id": unk, "max_tokens": MODEL2VEC_MAX_TOKENS},
-            "teacher": {"type": "model2vec", "config": config},
-            "sif_a": None,
-        },
-    )
-
-
-class _SubwordTokenizer:
-    """A model2vec table's tokenizer: texts to token ids (CSR) for ``embed_ids``."""
-
-    def __init__(self, table: StaticTable) -> None:
-        tokenizers, _ = _import_subword()
-        self.tokenizer = tokenizers.Tokenizer.from_str(table.meta["tokenizer_json"])
-        info = table.meta.get("subword", {})
-        self.max_tokens = int(info.get("max_tokens", MODEL2VEC_MAX_TOKENS))
-        n = len(table)
-        row_of_id = np.arange(n, dtype=np.int64)
-        unk = info.get("unk_id")
-        if unk is not None and 0 <= int(unk) < n:
-            row_of_id[int(unk)] = -1
-        row_of_id.flags.writeable = False
-        self.row_of_id = row_of_id
-        lengths = [len(t) for t in table.items if t]
-        self.max_chars = self.max_tokens * int(np.median(lengths)) if lengths else None
-
-    def ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        if self.max_chars is not None:
-            texts = [t[: self.max_chars] for t in texts]
-        encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-        lists = [e.ids[: self.max_tokens] for e in encodings]
-        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in lists], out=offsets[1:])
-        ids = np.fromiter((i for x in lists for i in x), dtype=np.int64, count=int(offsets[-1]))
-        return ids, offsets
-
-    def embed(
-        self,
-        compiled: _Compiled,
-        data: np.ndarray,
-        offsets: np.ndarray,
-        out: np.ndarray,
-        threads: int | None,
-    ) -> None:
-        texts = pa.LargeStringArray.from_buffers(
-            offsets.size - 1,
-            pa.py_buffer(np.ascontiguousarray(offsets - offsets[0])),
-            pa.py_buffer(np.ascontiguousarray(data[offsets[0] : offsets[-1]])),
-        ).to_pylist()
-        ids, id_offsets = self.ids(texts)
-        with _threads(threads, work=ids.size * compiled.vectors.shape[1] * 4):
-            _kernels.embed_ids(
-                id_offsets, ids, self.row_of_id, compiled.coef, compiled.vectors, out
-            )

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from .._fs import write_arrow
+from .._fs import arrow_read_errors, write_arrow
 from ..errors import ConfigError, StoreCorruptedError
 from ..text.tokenize import Tokenizer
 
@@ -307,7 +307,7 @@ class StaticTable:
             If the file is missing, truncated, corrupt or not a static table.
         """
         path = Path(path)
-        try:
+        with arrow_read_errors(path, "cannot read the static table", "the static table is missing"):
             with open(path, "rb") as fh:
                 if fh.read(6) != b"ARROW1":
                     raise StoreCorruptedError(f"{path}: not an Arrow file: corrupt or truncated")
@@ -355,12 +355,6 @@ class StaticTable:
                 meta=dict(info.get("meta") or {}),
                 projection=projection,
             )
-        except StoreCorruptedError:
-            raise
-        except FileNotFoundError as exc:
-            raise StoreCorruptedError(f"{path}: the static table is missing") from exc
-        except (OSError, pa.ArrowException, ValueError, KeyError, TypeError) as exc:
-            raise StoreCorruptedError(f"{path}: cannot read the static table: {exc}") from exc
         recorded = info.get("sha256")
         if verify:
             if table.sha256 != recorded:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from .._threads import resolve_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, NotFittedError
 from ..text.utf8 import encode_utf8
+from .base import Utf8Embedder
 
 __all__ = ["DEFAULT_MAX_FEATURES", "CodepointCounter", "VocabularyEmbedder"]
 
@@ -54,7 +55,7 @@ def fold_case(ch: str) -> str:
     return low if len(low) == 1 else ch
 
 
-class VocabularyEmbedder:
+class VocabularyEmbedder(Utf8Embedder):
     """Character-count vectors over a vocabulary learnt from the corpus.
 
     Each text becomes the counts of the vocabulary's characters, L2-normalised.
@@ -264,26 +265,6 @@ class VocabularyEmbedder:
             with _threads(threads, work=work):
                 _kernels.embed_counts(readonly(data), readonly(offsets), table, out)
         return out
-
-    def embed(self, texts: Sequence[str], *, threads: int | None = None) -> np.ndarray:
-        """Embed texts.
-
-        Parameters
-        ----------
-        texts : sequence of str
-            The texts.
-        threads : int, optional
-            Numba threads.
-
-        Returns
-        -------
-        numpy.ndarray
-            float32 ``(len(texts), dim)``, rows L2-normalised or zero.
-        """
-        if isinstance(texts, str):
-            raise ConfigError("embed() takes a sequence of texts; wrap one text in a list")
-        data, offsets = encode_utf8(texts)
-        return self.embed_utf8(data, offsets, threads=threads)
 
     # -- persistence ---------------------------------------------------------
     def config(self) -> dict[str, Any]:

@@ -27,12 +27,18 @@ boolean arrays indexed by label).
   :meth:`~HnswIndex.add` after a load hands the graph to hnswlib.
 - :func:`auto_choice` decides ``index="auto"`` by measured recall.
 
+The parameters are :class:`~fastrag.index.hnsw_config.HnswConfig`, the
+filter plan and the exact fallback :mod:`fastrag.index.hnsw_plan`, recall
+:mod:`fastrag.index.recall`, the ef lock :mod:`fastrag.index.ef_lock` and
+the input checks :mod:`fastrag.index.hnsw_checks`; this module re-exports
+their public names.
+
 Concurrency: searches run concurrently with each other (hnswlib's search is
 thread-safe and releases the GIL); :meth:`~HnswIndex.add` and
 :meth:`~HnswIndex.mark_deleted` are exclusive. hnswlib keeps the search
 breadth ``ef`` in the index, not per call, so concurrent searches share the
 index only while they ask for the same ``ef``; a search with another ``ef``
-waits for them to finish (see :class:`_EfLock`).
+waits for them to finish (see :class:`~fastrag.index.ef_lock.EfLock`).
 
 Threads: ``threads=`` is the number of hnswlib worker threads of one call
 (default :func:`fastrag._threads.max_threads`, all cores). hnswlib runs its
@@ -43,23 +49,40 @@ whose threads would compete with it for the same cores.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import math
 import os
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import hnswlib
 import numpy as np
 
 from .._fs import fsync_dir, sha256_file
-from .._threads import max_threads, resolve_threads
 from ..errors import ConfigError, SearchIndexError
+from .ef_lock import EfLock
+from .hnsw_checks import (
+    check_int,
+    check_labels,
+    check_queries,
+    check_vectors,
+    hnsw_threads,
+    hnswlib_errors,
+)
+from .hnsw_config import HnswConfig
 from .hnsw_mapped import MappedGraph, read_header
+from .hnsw_plan import (
+    EXACT_GATHER_COST_US,
+    EXACT_SCAN_COST_US,
+    OVERSAMPLE_COST_US,
+    OVERSAMPLE_MARGIN,
+    OVERSAMPLE_RETRIES,
+    Strategy,
+    exact_over_rows,
+    filter_strategy,
+)
+from .recall import recall_at_k
 
 __all__ = [
     "AUTO_MIN_RECALL",
@@ -75,15 +98,6 @@ __all__ = [
     "filter_strategy",
     "recall_at_k",
 ]
-
-Strategy = Literal["hnsw", "oversample", "filter", "exact"]
-
-# ---------------------------------------------------------------------------
-# Measured constants. Figures: 2-core Zen 4 shared with other jobs (medians of
-# interleaved rounds), clustered data (random_unit_vectors(..., clusters=1000)),
-# d=384, M=16, ef_construction=200, ef_search=64, k=10; see
-# benchmarks/compare_hnsw.py (--filters for the filter grid).
-# ---------------------------------------------------------------------------
 
 AUTO_MIN_ROWS: int = 5_000
 """Corpus size below which ``index="auto"`` keeps exact search.
@@ -101,463 +115,9 @@ vs 13.0k, 10k 8.8k vs 6.0k, 20k 5.0k vs 4.6k, 50k 2.2k vs 5.7k.
 AUTO_MIN_RECALL: float = 0.95
 """Recall@k the ``"auto"`` choice demands of HNSW at the configured ``ef``."""
 
-# Filtered search. Three ways were measured (``compare_hnsw.py --filters``,
-# n=100k, d=384, k=10, ef=64, random masks of selectivity s = n_eligible /
-# n_live; ms per query, batch 1 / batch 64 on 2 threads):
-#
-#   s       oversample     callback       exact, gathered rows
-#   0.2     0.29 / 0.44    1.0 / 1.05     - / 0.34
-#   0.1     0.72 / 0.35    2.2 / 2.1      4.3 / 0.19
-#   0.05    1.2  / 0.66    4.1 / 4.3      1.9 / 0.10
-#   0.02    2.6  / 2.7     12  / 10       0.26 / 0.03
-#   0.01    5.6  / 2.8     18  / 18       0.13 / 0.02
-#   0.005   10   / 12      30  / 31       0.08 / 0.01
-#
-# - oversample: an unfiltered search for ``1.5 k / s`` results (ef raised to
-#   match), ineligible ones dropped, short rows retried wider: about 5 us x
-#   k / s a query, recall@10 0.975-1.0 (0.96-0.99 when the filter follows
-#   the geometry: eligible rows in one slab of the space).
-# - callback: hnswlib's ``filter=``, a Python call per candidate under the
-#   GIL (so one thread). It explores until ``ef`` eligible labels are found,
-#   about ``ef / s`` nodes: 1.1-4x oversampling everywhere (slab masks too),
-#   recall 0.99-1.0. It never wins; it finishes rows oversampling cannot
-#   fill (see ``HnswIndex._oversample``).
-# - exact over the eligible rows (:func:`exact_over_rows`): gather them
-#   (``vectors[rows]``, ~0.28 us a row once per batch, page faults
-#   included) and scan them (~0.02 us a row per query in a batch); a single
-#   query is copy-bound. A masked scan of the whole corpus (``exact_topk(...,
-#   mask=)``) costs the full corpus instead (1.5-4 ms a query at n=100k,
-#   batch 1; 0.6-1.4 ms in batches of 64), so the fallback gathers.
-#
-# Hence the rule: exact when its cost, ``n_eligible * (GATHER / m + SCAN)``,
-# is at most oversampling's, ``OVERSAMPLE * k * n_live / n_eligible``; else
-# oversample. At n=100k, k=10 that puts the switch at ~4k eligible for one
-# query (measured between 2k and 5k) and ~14k for batches of 64 (measured
-# between 10k and 20k).
-
-OVERSAMPLE_COST_US: float = 5.0
-"""Oversampling, per query, in microseconds per unit of ``k * n_live / n_eligible``."""
-
-EXACT_GATHER_COST_US: float = 0.28
-"""Exact fallback: gathering one eligible row (once per batch), microseconds."""
-
-EXACT_SCAN_COST_US: float = 0.02
-"""Exact fallback: scoring one gathered row for one query, microseconds."""
-
-_EXACT_ONE_THREAD_FLOATS = 1 << 22
-""":func:`exact_over_rows` scans up to this many floats (16 MiB) on one
-thread unless told otherwise: the gather already costs more than the scan,
-and on a busy two-core machine a two-thread Numba region for one small
-query was measured at ~16 ms (waiting for the other core) against 0.1 ms."""
-
-_OVERSAMPLE_MARGIN = 1.5
-"""Oversampling asks for ``margin * k / s`` results: for a random filter the
-expected number of eligible hits is then ``1.5 k``; short rows are retried."""
-
-_OVERSAMPLE_RETRIES = 2
-"""Retries (each 4x wider) before the rows still short go to the callback
-filter: a random filter fills nearly every row at the first try; a row still
-short after a 16x wider search has its eligible labels far from the query."""
-
-
-def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name} must be an int, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise ConfigError(f"{name} must be {bound}, got {value}")
-    return int(value)
-
-
-@dataclass(frozen=True, slots=True)
-class HnswConfig:
-    """Parameters of an HNSW graph (saved in the manifest).
-
-    Parameters
-    ----------
-    M : int, default 16
-        Links per node in the upper layers (``2 * M`` in the base layer).
-        Memory per vector grows by ``8 * M`` bytes; recall and build time grow
-        with it.
-    ef_construction : int, default 200
-        Candidate list size while inserting: graph quality against build time.
-    ef_search : int, default 64
-        Candidate list size while searching (raised to ``k`` when smaller):
-        recall against latency. Measured recall@10 on clustered 384-d data
-        (``compare_hnsw.py``): at n=100k with 1000 clusters (100 rows a
-        cluster) 0.998 at ef=32 and 1.000 at 64. What makes this data hard
-        is the rows per cluster, not n: with 1000 rows a cluster, as 1M rows
-        in 1000 clusters have, recall at ef=32 / 64 / 96 / 128 was 0.892 /
-        0.975 / 0.993 / - at n=25k, 0.894 / 0.971 / 0.991 / 0.997 at 50k,
-        0.894 / 0.972 / 0.991 / 0.996 at 100k and 0.886 / 0.973 / 0.992 /
-        0.998 at 200k: flat over an 8x range of n, so about 0.97 is
-        expected at 1M with ef=64, above the 0.95 target, while ef=32 falls
-        below it. Latency at n=100k, batch 1: 0.12 ms at ef=32, 0.18 ms at
-        64, 0.34 ms at 128.
-    random_seed : int, default 100
-        Seed of hnswlib's level generator. With one build thread, the same
-        seed and the same insertion order give the same graph.
-
-    Raises
-    ------
-    ConfigError
-        On a parameter that is not an int or is out of range.
-    """
-
-    M: int = 16  # noqa: N815 - hnswlib's name
-    ef_construction: int = 200
-    ef_search: int = 64
-    random_seed: int = 100
-
-    def __post_init__(self) -> None:
-        # hnswlib stores a level-0 neighbour count in 16 bits (2 * M).
-        _check_int("M", self.M, 2, 4096)
-        _check_int("ef_construction", self.ef_construction, 1)
-        _check_int("ef_search", self.ef_search, 1)
-        _check_int("random_seed", self.random_seed, 0, 2**63 - 1)
-        for f in dataclasses.fields(self):  # numpy ints -> int, for JSON and ==
-            object.__setattr__(self, f.name, int(getattr(self, f.name)))
-
-    def to_dict(self) -> dict[str, int]:
-        """Return the parameters as a JSON-ready dict."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HnswConfig:
-        """Rebuild a config from :meth:`to_dict` output (missing keys take defaults).
-
-        Raises
-        ------
-        ConfigError
-            On an unknown key or a bad value.
-        """
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"HNSW config must be a mapping, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown HNSW config keys {unknown}; known: {sorted(known)}")
-        return cls(**data)
-
-
-def filter_strategy(n_live: int, n_eligible: int, k: int, m: int) -> Strategy:
-    """Choose how to answer a filtered search (the measured rule).
-
-    Parameters
-    ----------
-    n_live : int
-        Labels in the index that are not deleted.
-    n_eligible : int
-        Live labels the filter admits.
-    k : int
-        Results wanted per query.
-    m : int
-        Queries in the batch.
-
-    Returns
-    -------
-    str
-        ``"hnsw"`` -- the filter admits every live label: plain search;
-        ``"exact"`` -- exact search over the eligible rows is cheaper
-        (gather them, :func:`exact_over_rows`);
-        ``"oversample"`` -- otherwise: plain search for about ``1.5 k
-        n_live / n_eligible`` results, ineligible ones dropped, short rows
-        retried, then finished by the callback filter.
-        ``"filter"`` (hnswlib's callback) is never the cheapest on the
-        measurements (3x oversampling); :meth:`HnswIndex.search` uses it as
-        the last resort and accepts it as an override.
-
-    Notes
-    -----
-    Exact when ``n_eligible * (EXACT_GATHER_COST_US / m + EXACT_SCAN_COST_US)
-    <= OVERSAMPLE_COST_US * k * n_live / n_eligible``; the measurements are
-    in the comment above the constants.
-    """
-    if n_eligible >= n_live:
-        return "hnsw"
-    if n_eligible <= k:
-        return "exact"
-    exact = n_eligible * (EXACT_GATHER_COST_US / max(m, 1) + EXACT_SCAN_COST_US)
-    oversample = OVERSAMPLE_COST_US * k * n_live / n_eligible
-    return "exact" if exact <= oversample else "oversample"
-
-
-def exact_over_rows(
-    queries: np.ndarray,
-    vectors: np.ndarray,
-    rows: np.ndarray,
-    k: int,
-    *,
-    threads: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` among ``vectors[rows]``, for when :meth:`HnswIndex.search` returns None.
-
-    Gathers the eligible rows (``len(rows) * dim * 4`` bytes) and scans only
-    them, which for a selective filter is far cheaper than a masked scan of
-    the whole corpus (measurements above :data:`OVERSAMPLE_COST_US`).
-
-    Parameters
-    ----------
-    queries : numpy.ndarray
-        ``(m, dim)`` query vectors.
-    vectors : numpy.ndarray
-        ``(n, dim)`` float32 corpus (read-only memory maps are fine).
-    rows : numpy.ndarray
-        Integer row numbers of the eligible vectors.
-    k : int
-        Results per query.
-    threads : int, optional
-        Threads for :func:`fastrag.index.exact.exact_topk`; default one thread
-        up to 16 MiB of gathered rows, else the caller's Numba setting.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        int64 row numbers (taken from ``rows``) and float32 scores, both
-        ``(m, min(k, len(rows)))``, best first.
-    """
-    from .exact import exact_topk  # lazy: exact pulls in the Numba kernels
-
-    rows = np.asarray(rows)
-    if rows.dtype.kind not in "iu" or rows.ndim != 1:
-        raise ConfigError(f"rows must be a 1-D integer array, got {rows.dtype} {rows.shape}")
-    sub = np.ascontiguousarray(vectors[rows], dtype=np.float32)
-    if threads is None and sub.size <= _EXACT_ONE_THREAD_FLOATS:
-        threads = 1
-    ids, scores = exact_topk(queries, sub, k, threads=threads)
-    return rows.astype(np.int64, copy=False)[ids], scores
-
-
-def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
-    """Mean share of the true top-k each row of ``found`` recovers.
-
-    Parameters
-    ----------
-    found : numpy.ndarray
-        Integers ``(m, a)``: approximate results (negative ids are padding).
-    truth : numpy.ndarray
-        Integers ``(m, k)``: exact results (negative ids are padding).
-
-    Returns
-    -------
-    float
-        ``mean_i |found_i ∩ truth_i| / |truth_i|`` over rows with a truth;
-        1.0 when no row has one.
-    """
-    found = np.asarray(found)
-    truth = np.asarray(truth)
-    if found.ndim != 2 or truth.ndim != 2 or found.shape[0] != truth.shape[0]:
-        raise ConfigError(f"found {found.shape} and truth {truth.shape} must be (m, *) arrays")
-    total = 0.0
-    rows = 0
-    for f, t in zip(found, truth, strict=True):
-        t = t[t >= 0]
-        if t.size == 0:
-            continue
-        total += np.intersect1d(f[f >= 0], t).size / t.size
-        rows += 1
-    return total / rows if rows else 1.0
-
-
-class _EfLock:
-    """A readers-writer lock whose readers share one ``ef``.
-
-    hnswlib reads the search breadth from the index, so concurrent searches
-    may overlap only when they want the same value. A reader that wants
-    another ``ef`` waits until the readers inside leave, sets it, and enters;
-    while it waits, new readers queue behind it (no starvation). A writer
-    waits for every reader and blocks new ones.
-    """
-
-    __slots__ = (
-        "_cond",
-        "_ef",
-        "_mutex",
-        "_readers",
-        "_set_ef",
-        "_sleepers",
-        "_waiting_other",
-        "_writer",
-        "_writers_waiting",
-    )
-
-    def __init__(self, set_ef: Any) -> None:
-        self._mutex = threading.Lock()
-        self._cond = threading.Condition(self._mutex)
-        self._set_ef = set_ef
-        self._ef = -1  # the ef set in hnswlib
-        self._readers = 0
-        self._writer = False
-        self._writers_waiting = 0
-        self._waiting_other = 0
-        self._sleepers = 0  # threads in wait(): notify only when someone listens
-
-    def _wait(self) -> None:
-        self._sleepers += 1
-        try:
-            self._cond.wait()
-        finally:
-            self._sleepers -= 1
-
-    def acquire_read(self, ef: int | None) -> None:
-        """Enter as a reader that searches with ``ef`` (``None``: any ef, e.g. saving)."""
-        with self._mutex:
-            if (
-                self._writer
-                or self._writers_waiting
-                or self._waiting_other
-                or not (ef is None or ef == self._ef or self._readers == 0)
-            ):
-                self._wait_read(ef)
-            if ef is not None and ef != self._ef:
-                self._set_ef(ef)
-                self._ef = ef
-                if self._sleepers:
-                    self._cond.notify_all()  # waiters for this ef may now join
-            self._readers += 1
-
-    def _wait_read(self, ef: int | None) -> None:
-        other = ef is not None and ef != self._ef
-        self._waiting_other += other
-        try:
-            while (
-                self._writer
-                or self._writers_waiting
-                or (ef is not None and ef != self._ef and self._readers > 0)
-                or (not other and self._waiting_other > 0)
-            ):
-                self._wait()
-        finally:
-            self._waiting_other -= other
-
-    def forget_ef(self) -> None:
-        """Under :meth:`write`: the index changed, its ef is unknown (the next reader sets it)."""
-        self._ef = -1
-
-    def release_read(self) -> None:
-        """Leave as a reader."""
-        with self._mutex:
-            self._readers -= 1
-            if self._readers == 0 and self._sleepers:
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def read(self, ef: int | None) -> Iterator[None]:
-        """Hold the index for searching with ``ef`` (see :meth:`acquire_read`)."""
-        self.acquire_read(ef)
-        try:
-            yield
-        finally:
-            self.release_read()
-
-    @contextlib.contextmanager
-    def write(self) -> Iterator[None]:
-        """Hold the index exclusively (insertions, deletions, resizing)."""
-        with self._mutex:
-            self._writers_waiting += 1
-            try:
-                while self._writer or self._readers:
-                    self._wait()
-            finally:
-                self._writers_waiting -= 1
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._mutex:
-                self._writer = False
-                if self._sleepers:
-                    self._cond.notify_all()
-
 
 class _ShortResult(Exception):
     """hnswlib found fewer results than asked for (internal: retried or mapped)."""
-
-
-@contextlib.contextmanager
-def _hnswlib_errors(what: str) -> Iterator[None]:
-    """Translate hnswlib's exceptions into :class:`SearchIndexError`."""
-    try:
-        yield
-    except (RuntimeError, MemoryError, OverflowError) as exc:
-        raise SearchIndexError(f"hnswlib failed to {what}: {exc}") from exc
-
-
-def _resolve_threads(threads: int | None) -> int:
-    return max_threads() if threads is None else resolve_threads(threads)
-
-
-def _check_vectors(vectors: object, dim: int | None) -> np.ndarray:
-    if not isinstance(vectors, np.ndarray):
-        vectors = np.asarray(vectors)
-    if vectors.dtype.kind not in "fiu":
-        raise ConfigError(f"vectors must be real numbers, got dtype {vectors.dtype}")
-    if vectors.ndim != 2:
-        raise ConfigError(f"vectors must be 2-D (n, dim), got shape {vectors.shape}")
-    if dim is not None and vectors.shape[1] != dim:
-        raise ConfigError(f"vectors have dimension {vectors.shape[1]}, the index has {dim}")
-    if vectors.shape[1] < 1:
-        raise ConfigError(f"vectors must have dimension >= 1, got shape {vectors.shape}")
-    # float32 C-contiguous input (read-only memory maps included) reaches
-    # hnswlib without a copy; anything else is converted once here.
-    with np.errstate(over="ignore"):
-        x = np.ascontiguousarray(vectors, dtype=np.float32)
-    if x.size:
-        if not np.isfinite(x).all():
-            raise ConfigError("vectors contain NaN or infinity (or values beyond float32)")
-        norms = np.einsum("ij,ij->i", x, x)
-        bad = (np.abs(norms - 1.0) > 1e-3) & (norms != 0.0)
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise ConfigError(
-                f"vectors must be L2-normalised (or zero): row {row} has norm "
-                f"{math.sqrt(float(norms[row])):.6g}"
-            )
-    return x
-
-
-def _check_labels(labels: object, n: int) -> np.ndarray:
-    lab = np.asarray(labels)
-    if lab.dtype.kind not in "iu" or lab.dtype == np.bool_:
-        raise ConfigError(f"labels must be integers, got dtype {lab.dtype}")
-    if lab.shape != (n,):
-        raise ConfigError(f"labels must have shape ({n},), got {lab.shape}")
-    if n and (lab.min() < 0 or lab.max() > np.iinfo(np.int64).max):
-        raise ConfigError("labels must be non-negative int64 values")
-    lab = np.ascontiguousarray(lab, dtype=np.int64)
-    if n > 1 and np.unique(lab).size != n:
-        raise ConfigError("labels must be unique")
-    return lab
-
-
-_F32 = np.dtype(np.float32)
-
-
-def _check_queries(queries: object, dim: int) -> np.ndarray:
-    q = queries
-    if (
-        type(q) is np.ndarray
-        and q.dtype is _F32
-        and q.ndim == 2
-        and q.shape[1] == dim
-        and q.flags.c_contiguous
-    ):  # the common case, checked in ~0.3 us
-        if not np.isfinite(q).all():
-            raise ConfigError("queries contain NaN or infinity (or values beyond float32)")
-        return q
-    q = queries if isinstance(queries, np.ndarray) else np.asarray(queries)
-    if q.dtype.kind not in "fiu":
-        raise ConfigError(f"queries must be real numbers, got dtype {q.dtype}")
-    if q.ndim != 2:
-        raise ConfigError(f"queries must be 2-D (m, dim), got shape {q.shape}")
-    if q.shape[1] != dim:
-        raise ConfigError(f"queries have dimension {q.shape[1]}, the index has {dim}")
-    if q.dtype != np.float32 or not q.flags.c_contiguous:
-        with np.errstate(over="ignore"):
-            q = np.ascontiguousarray(q, dtype=np.float32)
-    if not np.isfinite(q).all():
-        raise ConfigError("queries contain NaN or infinity (or values beyond float32)")
-    return q
 
 
 class HnswIndex:
@@ -578,7 +138,7 @@ class HnswIndex:
         self._dim = dim
         self._config = config
         self._ef = config.ef_search
-        self._lock = _EfLock(self._set_backend_ef)
+        self._lock = EfLock(self._set_backend_ef)
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._max_elements = 0  # capacity to reserve when a mapped graph goes to hnswlib
@@ -645,15 +205,15 @@ class HnswIndex:
         config = HnswConfig() if config is None else config
         if not isinstance(config, HnswConfig):
             raise ConfigError(f"config must be an HnswConfig, got {type(config).__name__}")
-        x = _check_vectors(vectors, None)
+        x = check_vectors(vectors, None)
         n, dim = x.shape
-        lab = _check_labels(labels, n)
-        nthreads = _resolve_threads(threads)
-        cap = n if max_elements is None else _check_int("max_elements", max_elements, 0)
+        lab = check_labels(labels, n)
+        nthreads = hnsw_threads(threads)
+        cap = n if max_elements is None else check_int("max_elements", max_elements, 0)
         if cap < n:
             raise ConfigError(f"max_elements={cap} is smaller than the {n} vectors")
         index = hnswlib.Index(space="ip", dim=dim)
-        with _hnswlib_errors("build the index"):
+        with hnswlib_errors("build the index"):
             index.init_index(
                 max_elements=max(cap, 1),
                 M=config.M,
@@ -725,8 +285,8 @@ class HnswIndex:
         config = HnswConfig() if config is None else config
         if not isinstance(config, HnswConfig):
             raise ConfigError(f"config must be an HnswConfig, got {type(config).__name__}")
-        dim = _check_int("dim", dim, 1)
-        cap = 0 if max_elements is None else _check_int("max_elements", max_elements, 0)
+        dim = check_int("dim", dim, 1)
+        cap = 0 if max_elements is None else check_int("max_elements", max_elements, 0)
         p = Path(path)
         read_header(p, dim, config.M)  # the cheap checks fail here, not in the background
         out = cls(None, dim, config, np.zeros(0, dtype=np.bool_))
@@ -861,10 +421,10 @@ class HnswIndex:
         SearchIndexError
             When hnswlib fails.
         """
-        x = _check_vectors(vectors, self._dim)
+        x = check_vectors(vectors, self._dim)
         n = x.shape[0]
-        lab = _check_labels(labels, n)
-        nthreads = _resolve_threads(threads)
+        lab = check_labels(labels, n)
+        nthreads = hnsw_threads(threads)
         if n == 0:
             return
         self._wait()
@@ -873,7 +433,7 @@ class HnswIndex:
             if isinstance(index, MappedGraph):
                 # A mapped graph cannot grow: hand it to hnswlib (a copy in memory).
                 mapped = index
-                with _hnswlib_errors("load the graph to add vectors"):
+                with hnswlib_errors("load the graph to add vectors"):
                     index = mapped.to_hnswlib(
                         max(self._max_elements, mapped.get_current_count() + n)
                     )
@@ -891,7 +451,7 @@ class HnswIndex:
                     raise ConfigError(f"label {int(old[known][0])} is already in the index")
             count = int(index.get_current_count())
             cap = int(index.get_max_elements())
-            with _hnswlib_errors("add vectors"):
+            with hnswlib_errors("add vectors"):
                 if count + n > cap:
                     index.resize_index(max(count + n, cap + cap // 2))
                 index.add_items(x, lab, num_threads=nthreads)
@@ -931,7 +491,7 @@ class HnswIndex:
             lab = np.unique(lab[self._live[lab]])
             index = self._index
             assert index is not None
-            with _hnswlib_errors("mark labels deleted"):
+            with hnswlib_errors("mark labels deleted"):
                 for label in lab.tolist():
                     index.mark_deleted(label)
                     self._live[label] = False  # per label: consistent if hnswlib fails midway
@@ -941,13 +501,13 @@ class HnswIndex:
 
     def set_ef(self, ef: int) -> None:
         """Set the default search breadth (``ef >= 1``; raised to ``k`` per call when smaller)."""
-        self._ef = _check_int("ef", ef, 1)
+        self._ef = check_int("ef", ef, 1)
 
     # -- search ------------------------------------------------------------
 
     def plan(self, k: int, m: int = 1, eligible: np.ndarray | None = None) -> Strategy:
         """The strategy :meth:`search` would use (``"exact"``: it would return None)."""
-        k = _check_int("k", k, 1)
+        k = check_int("k", k, 1)
         self._wait()
         if eligible is None:
             return "hnsw"
@@ -1028,15 +588,15 @@ class HnswIndex:
             When hnswlib fails.
         """
         if type(k) is not int or k < 1:
-            k = _check_int("k", k, 1)
+            k = check_int("k", k, 1)
         if ef is not None:
-            ef = _check_int("ef", ef, 1)
+            ef = check_int("ef", ef, 1)
             if ef < k:
                 raise ConfigError(
                     f"ef must be >= k (got ef={ef}, k={k}): hnswlib keeps ef candidates"
                 )
-        q = _check_queries(queries, self._dim)
-        nthreads = _resolve_threads(threads)
+        q = check_queries(queries, self._dim)
+        nthreads = hnsw_threads(threads)
         mask = None if eligible is None else self._check_eligible(eligible)
         if strategy is not None and strategy not in ("hnsw", "oversample", "filter", "exact"):
             raise ConfigError(f"unknown strategy {strategy!r}")
@@ -1142,12 +702,12 @@ class HnswIndex:
         out_s = np.empty((m, k), dtype=np.float32)
         todo = np.arange(m)
         n_live = self._n_live
-        factor = _OVERSAMPLE_MARGIN * n_live / n_eligible
+        factor = OVERSAMPLE_MARGIN * n_live / n_eligible
         for attempt in itertools.count():
             if not todo.size:
                 break
             want = math.ceil(k * factor)
-            if attempt > _OVERSAMPLE_RETRIES or want >= n_live:
+            if attempt > OVERSAMPLE_RETRIES or want >= n_live:
                 # The eligible labels sit far from these queries: the
                 # callback filter finishes them (it never starves).
                 out_l[todo], out_s[todo] = self._filtered(q[todo], k, mask, nthreads)
@@ -1185,7 +745,7 @@ class HnswIndex:
         live = self._live
         lab = np.flatnonzero(mask[: live.shape[0]] & live)
         assert self._index is not None
-        with _hnswlib_errors("read vectors"):
+        with hnswlib_errors("read vectors"):
             vecs = np.asarray(self._index.get_items(lab, return_type="numpy"), dtype=np.float32)
         scores = q @ vecs.T
         k = min(k, lab.size)
@@ -1290,11 +850,11 @@ def auto_choice(
     from .exact import exact_topk  # lazy: exact pulls in the Numba kernels
 
     config = HnswConfig() if config is None else config
-    sample = _check_int("sample", sample, 1)
-    k = _check_int("k", k, 1)
-    x = _check_vectors(vectors, None)
+    sample = check_int("sample", sample, 1)
+    k = check_int("k", k, 1)
+    x = check_vectors(vectors, None)
     n = x.shape[0]
-    lab = _check_labels(labels, n)
+    lab = check_labels(labels, n)
     if n < AUTO_MIN_ROWS:
         return False, 1.0
     if index is None:

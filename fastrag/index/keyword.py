@@ -50,7 +50,7 @@ import orjson
 import pyarrow as pa
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
-from .._fs import write_arrow
+from .._fs import arrow_read_errors, write_arrow
 from .._native import bm25 as _kernels
 from .._native.tokenize import distinct_hashes
 from .._threads import resolve_threads
@@ -561,10 +561,10 @@ class BM25Index:
             # a few questions: tokenised on one thread (a two-thread region for a
             # few bytes costs milliseconds on a busy machine)
             with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
-                tokens = self.tokenizer._tokenize(data, offsets)
+                tokens = self.tokenizer.tokenize_buffers(data, offsets)
             return self._search(tokens.hashes, tokens.offsets, k, mask, 1, method)[:2]
         with _threads(threads) as n_threads:
-            tokens = self.tokenizer._tokenize(data, offsets)
+            tokens = self.tokenizer.tokenize_buffers(data, offsets)
             return self._search(tokens.hashes, tokens.offsets, k, mask, n_threads, method)[:2]
 
     def search_tokens(
@@ -774,7 +774,7 @@ class BM25Index:
             message names the file).
         """
         path = Path(path)
-        try:
+        with arrow_read_errors(path, "cannot be read as a BM25 index", "file is missing"):
             with open(path, "rb") as fh:
                 if fh.read(6) != b"ARROW1":
                     raise StoreCorruptedError(
@@ -809,12 +809,6 @@ class BM25Index:
                 arrays.append(values.to_numpy(zero_copy_only=True))
             tokenizer = Tokenizer.from_config(meta["tokenizer"])
             index = cls(tokenizer, k1=meta["k1"], b=meta["b"])
-        except StoreCorruptedError:
-            raise
-        except FileNotFoundError as exc:
-            raise StoreCorruptedError(f"{path}: file is missing") from exc
-        except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
-            raise StoreCorruptedError(f"{path}: cannot be read as a BM25 index: {exc}") from exc
         vocab, term_offsets, rows, tfs, weights, idf, doc_len, max_weight = arrays[:8]
         v = vocab.size
         nnz = rows.size

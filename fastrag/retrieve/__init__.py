@@ -1,6 +1,5 @@
 """The retrieval layer: questions to ranked rows and hits (see :mod:`.retriever`)."""
 
-from .corpus import Corpus
 from .filters import Principal
 from .options import RetrievalConfig, RetrievalOptions
 from .rerank import LLMReranker
@@ -8,7 +7,6 @@ from .retriever import Ranked, Retriever
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 
 __all__ = [
-    "Corpus",
     "LLMReranker",
     "LLMRewriter",
     "Principal",

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..corpus import Corpus
 from ..index.hnsw import recall_at_k
-from .corpus import Corpus
 from .masks import eligible_rows
 
 __all__ = ["verify_index"]

@@ -42,14 +42,14 @@ import numpy as np
 from .._native import fusion as _fusion_kernels
 from .._native._jit import readonly
 from .._threads import threads as _threads
+from ..corpus import Corpus
 from ..embed.base import query_vectors
 from ..errors import ConfigError
 from ..index.masked_bm25 import search_masked
 from ..index.stores.base import StoreIndex
 from ..text.pii import Redactor
 from ..text.route import classify_question
-from ..types import Hit
-from .corpus import Corpus
+from ..types import Hit, Hits
 from .filters import pushdown
 from .fusion import FusionPlan, fusion_plan
 from .masks import eligible_rows
@@ -332,6 +332,8 @@ class Retriever:
             width = min(n_rows, max(width, 10 * k))  # documents have several chunks each
         while True:
             legs = self._legs(corpus, queries, k, width, mode, mask, options)
+            if not group_by or width >= n_rows:
+                break
             # Grouping can leave fewer than k documents when a few long
             # documents took every candidate: widen and search again, as long
             # as some leg had more candidates to give (a full list).
@@ -340,7 +342,7 @@ class Retriever:
                 for x in (legs.vector_rows, legs.keyword_rows)
             )
             short = ((legs.rows >= 0).sum(axis=1) < k).any()
-            if not group_by or not short or not full or width >= n_rows:
+            if not short or not full:
                 break
             width = min(n_rows, width * 4)
         rows = legs.rows[:, :k]
@@ -461,21 +463,24 @@ class Retriever:
     def _relevance(
         self, corpus: Corpus, legs: _Legs, rows: np.ndarray, scores: np.ndarray, mode: str
     ) -> np.ndarray:
-        relevance = np.zeros(rows.shape, dtype=np.float32)
         if mode == "vector":  # the scores are the cosines already
             relevance = np.clip(scores, 0.0, 1.0).astype(np.float32)
         elif legs.query_vectors is not None:
             relevance = np.clip(self._row_cosines(corpus, legs.query_vectors, rows), 0.0, 1.0)
+        else:
+            relevance = np.zeros(rows.shape, dtype=np.float32)
         if legs.keyword_rows is not None and legs.keyword_weight is not None:
             assert legs.keyword_scores is not None
             if legs.rows is legs.keyword_rows:  # keyword alone: the rows are the leg's own
                 share = legs.keyword_scores[:, : rows.shape[1]]
             else:
                 share = _lookup(rows, legs.keyword_rows, legs.keyword_scores, 0.0)
+            # share / weight where the question has keyword weight, 0 elsewhere (padding's
+            # -inf included, which the clip below maps to 0 as before)
             weight = legs.keyword_weight[:, None]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = np.where(weight > 0, share / weight, 0.0)
-            relevance = np.maximum(relevance, np.clip(share, 0.0, 1.0).astype(np.float32))
+            ratio = np.zeros(share.shape, dtype=np.float32)
+            np.divide(share, weight, out=ratio, where=weight > 0)
+            np.maximum(relevance, np.clip(ratio, 0.0, 1.0).astype(np.float32), out=relevance)
         relevance[rows < 0] = 0.0
         return relevance
 
@@ -512,7 +517,7 @@ class Retriever:
         *,
         redact: bool = True,
         timer: Any = None,
-    ) -> tuple[list[list[Hit]], Ranked]:
+    ) -> tuple[list[Hits], Ranked]:
         """Hits of every question, best first, reranked when asked.
 
         Parameters
@@ -551,7 +556,7 @@ class Retriever:
             with timer("rerank") as info:
                 failures: list[str] = []
                 hits = [
-                    self.rerank(q, h, reranker, redact=redact, failures=failures)
+                    Hits(self.rerank(q, h, reranker, redact=redact, failures=failures))
                     for q, h in zip(questions, hits, strict=True)
                 ]
                 if failures:

@@ -20,11 +20,12 @@ increasing order, never reused, unchanged by compaction.
 from __future__ import annotations
 
 import datetime as _dt
+import struct as _struct
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -32,7 +33,7 @@ import pyarrow as pa
 
 from .._fs import check_recorded, write_arrow
 from ..errors import StoreCorruptedError, StoreError
-from ..types import Hit
+from ..types import Hit, Hits
 
 __all__ = [
     "CHUNKS_FILE",
@@ -221,6 +222,22 @@ def _vector_view(batch: pa.RecordBatch, dim: int) -> np.ndarray:
 _UTC_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=zoneinfo.ZoneInfo("UTC"))
 
 
+def _values(arr: pa.Array, fmt: Literal["i", "q"]) -> memoryview:
+    """The values of a fixed-width Arrow array as a memoryview (zero-copy).
+
+    Indexing a memoryview gives a Python ``int`` in tens of nanoseconds; a
+    numpy scalar read plus its conversion costs several times that, and a hit
+    reads a dozen such values, so the hit path reads memoryviews.
+    """
+    n = len(arr)
+    buf = arr.buffers()[1]
+    if buf is None or n == 0:
+        return memoryview(bytes(_struct.calcsize(fmt))).cast(fmt)[:0]
+    size = _struct.calcsize(fmt)
+    raw = memoryview(buf).cast("B")[arr.offset * size : (arr.offset + n) * size]
+    return raw.cast(fmt)
+
+
 class _Valid:
     """Validity bits of an Arrow array (zero-copy); every row is valid without a bitmap."""
 
@@ -228,60 +245,75 @@ class _Valid:
 
     def __init__(self, arr: pa.Array) -> None:
         buf = arr.buffers()[0]
-        self.bits = np.frombuffer(buf, dtype=np.uint8) if arr.null_count and buf else None
+        self.bits: memoryview | None = (
+            memoryview(buf).cast("B") if arr.null_count and buf is not None else None
+        )
         self.offset = arr.offset
 
     def __call__(self, i: int) -> bool:
-        if self.bits is None:
+        bits = self.bits
+        if bits is None:
             return True
         j = self.offset + i
-        return bool((self.bits[j >> 3] >> (j & 7)) & 1)
-
-    def many(self, rows: np.ndarray) -> list[bool] | None:
-        """Validity of several rows (None: all valid)."""
-        if self.bits is None:
-            return None
-        j = rows + self.offset
-        return ((self.bits[j >> 3] >> (j & 7)) & 1).astype(bool).tolist()  # type: ignore[no-any-return]
+        return bool((bits[j >> 3] >> (j & 7)) & 1)
 
 
 class _DictColumn:
-    """A dictionary-encoded string column read one row at a time, decoding each entry once."""
+    """A dictionary-encoded string column read one row at a time, decoding each entry once.
+
+    Safe to share between threads: the cache of decoded entries only grows,
+    and a race decodes one entry twice to the same value.
+    """
 
     __slots__ = ("codes", "dictionary", "seen", "valid")
 
     def __init__(self, arr: pa.DictionaryArray) -> None:
-        ind = arr.indices
-        self.codes = np.frombuffer(ind.buffers()[1], dtype=np.int32)[
-            ind.offset : ind.offset + len(ind)
-        ]
-        self.valid = _Valid(ind)
+        self.codes = _values(arr.indices, "i")
+        self.valid = _Valid(arr.indices)
         self.dictionary = arr.dictionary
         self.seen: dict[int, Any] = {}
 
     def __call__(self, i: int) -> Any:
         if not self.valid(i):
-            return None
-        code = int(self.codes[i])
+            return None  # a null's code is not an index into the dictionary
+        code = self.codes[i]
         value = self.seen.get(code, _MISSING)
         if value is _MISSING:
             value = self.seen[code] = self.dictionary[code].as_py()
         return value
 
-    def many(self, rows: np.ndarray) -> list[Any]:
-        """The values of several rows (None where null)."""
-        seen = self.seen
-        valid = self.valid.many(rows)
-        out: list[Any] = []
-        for j, code in enumerate(self.codes[rows].tolist()):
-            if valid is not None and not valid[j]:
-                out.append(None)  # a null's code is not an index into the dictionary
-                continue
-            value = seen.get(code, _MISSING)
-            if value is _MISSING:
-                value = seen[code] = self.dictionary[code].as_py()
-            out.append(value)
-        return out
+
+class _StringList:
+    """A ``list<string>`` column (the ACL) read one row at a time from its buffers."""
+
+    __slots__ = ("data", "list_offsets", "str_offsets", "valid")
+
+    def __init__(self, arr: pa.ListArray) -> None:
+        n = len(arr)
+        buf = arr.buffers()[1]
+        self.valid = _Valid(arr)
+        self.list_offsets = (
+            memoryview(buf).cast("B")[arr.offset * 4 : (arr.offset + n + 1) * 4].cast("i")
+            if buf is not None and n
+            else memoryview(bytes(4)).cast("i")
+        )
+        values = arr.values  # the child array as a whole: list offsets index it directly
+        vbuf = values.buffers()
+        self.str_offsets = (
+            memoryview(vbuf[1]).cast("B")[values.offset * 4 :].cast("i")
+            if vbuf[1] is not None and len(values)
+            else memoryview(bytes(4)).cast("i")
+        )
+        self.data = memoryview(vbuf[2]) if vbuf[2] is not None else memoryview(b"")
+
+    def __call__(self, i: int) -> list[str] | None:
+        if not self.valid(i):
+            return None
+        offs, data = self.str_offsets, self.data
+        return [
+            str(data[offs[j] : offs[j + 1]], "utf-8")
+            for j in range(self.list_offsets[i], self.list_offsets[i + 1])
+        ]
 
 
 _MISSING = object()
@@ -292,24 +324,23 @@ class RowReader:
     """Hit fields of single rows, read straight from a segment's Arrow buffers.
 
     ``pyarrow``'s ``take`` + ``to_pylist`` costs about 0.2 ms for a handful of
-    rows whatever their number (per-call overhead of every column); a
-    retrieval returns 5-10 rows, so this reader slices the buffers instead:
-    zero-copy numpy views of the numeric columns and the text offsets, and
-    dictionary entries decoded once. It allocates nothing per row of the
-    segment (the store stays memory-mapped) and is safe to share between
-    threads (the decoded-entry caches only grow).
+    rows whatever their number (per-call overhead of every column), and numpy
+    fancy indexing a few microseconds per column; a retrieval returns 5-10
+    rows, so this reader indexes memoryviews of the buffers instead: every
+    value is a Python int or a slice of the text bytes, dictionary entries are
+    decoded once. It allocates nothing per row of the segment (the store stays
+    memory-mapped) and is safe to share between threads (the decoded-entry
+    caches only grow).
     """
 
     def __init__(self, batch: pa.RecordBatch) -> None:
         col = batch.column
-        self.chunk_id = col("chunk_id").to_numpy(zero_copy_only=True)
-        self.ord = col("ord").to_numpy(zero_copy_only=True)
-        self.start = col("start").to_numpy(zero_copy_only=True)
-        self.end = col("end").to_numpy(zero_copy_only=True)
+        self.chunk_id = _values(col("chunk_id"), "q")
+        self.ord = _values(col("ord"), "i")
+        self.start = _values(col("start"), "q")
+        self.end = _values(col("end"), "q")
         text = col("text")
-        self._text_offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[
-            text.offset : text.offset + len(text) + 1
-        ]
+        self._text_offsets = _values_offsets(text)
         data = text.buffers()[2]
         self._text_data = memoryview(data) if data is not None else memoryview(b"")
         self.doc_id = _DictColumn(col("doc_id"))
@@ -318,106 +349,86 @@ class RowReader:
         self.metadata = _DictColumn(col("metadata"))
         self.section = _DictColumn(col("section"))
         ts = col("updated_at")
-        self._ts = np.frombuffer(ts.buffers()[1], dtype=np.int64)[ts.offset : ts.offset + len(ts)]
+        self._ts = _values(ts, "q")
         self._ts_valid = _Valid(ts)
-        self._acl = col("acl")
-        self._acl_valid = _Valid(self._acl)
+        self._acl = _StringList(col("acl"))
+        # The metadata fields in their order, leaving out columns that hold no value in
+        # this segment (most stores set a few of them): a hit then reads only the rest.
+        fields: list[tuple[str, Any]] = [
+            ("title", self.title), ("source", self.source), ("updated_at", self._updated_at),
+            ("acl", self._acl), ("section", self.section),
+        ]  # fmt: skip
+        self._meta_fields = tuple((name, read) for name, read in fields if _any_value(col(name)))
+        self._extra = self.metadata if _any_value(col("metadata")) else None
 
     def text(self, i: int) -> str:
         """The chunk text of local row ``i``."""
-        lo, hi = int(self._text_offsets[i]), int(self._text_offsets[i + 1])
-        return str(self._text_data[lo:hi], "utf-8")
+        offsets = self._text_offsets
+        return str(self._text_data[offsets[i] : offsets[i + 1]], "utf-8")
 
-    def hits(self, rows: np.ndarray, scores: list[float], relevance: list[Any]) -> list[Hit]:
-        """Local ``rows`` as :class:`~fastrag.Hit` objects, each column read once for all rows."""
-        lo = self._text_offsets[rows].tolist()
-        hi = self._text_offsets[rows + 1].tolist()
-        data = self._text_data
-        texts = [str(data[a:b], "utf-8") for a, b in zip(lo, hi, strict=True)]
-        titles = self.title.many(rows)
-        sources = self.source.many(rows)
-        extras = self.metadata.many(rows)
-        sections = self.section.many(rows)
-        ts_valid = self._ts_valid.many(rows)
-        stamps = self._ts[rows].tolist()
-        acl_valid = self._acl_valid.many(rows)
-        out = []
-        for j, i in enumerate(rows.tolist()):
-            meta: dict[str, Any] = {}
-            if titles[j] is not None:
-                meta["title"] = titles[j]
-            if sources[j] is not None:
-                meta["source"] = sources[j]
-            if ts_valid is None or ts_valid[j]:
-                meta["updated_at"] = _UTC_EPOCH + _dt.timedelta(microseconds=stamps[j])
-            if acl_valid is None or acl_valid[j]:
-                acl = self._acl[i].as_py()
-                if acl is not None:
-                    meta["acl"] = acl
-            if sections[j] is not None:
-                meta["section"] = sections[j]
-            if extras[j]:
-                meta.update(orjson.loads(extras[j]))
-            out.append((meta, texts[j]))
-        ids = self.chunk_id[rows].tolist()
-        docs = self.doc_id.many(rows)
-        ords = self.ord[rows].tolist()
-        starts = self.start[rows].tolist()
-        ends = self.end[rows].tolist()
-        return [
-            Hit(ids[j], docs[j], ords[j], starts[j], ends[j], text, scores[j], meta, relevance[j])
-            for j, (meta, text) in enumerate(out)
-        ]
+    def meta(self, i: int) -> dict[str, Any]:
+        """The metadata dict of local row ``i`` (what :func:`metadata_of` gives its record)."""
+        meta: dict[str, Any] = {}
+        for name, read in self._meta_fields:  # columns with no value in the segment are skipped
+            value = read(i)
+            if value is not None:
+                meta[name] = value
+        extra = self._extra(i) if self._extra is not None else None
+        if extra:
+            meta.update(orjson.loads(extra))
+        return meta
+
+    def _updated_at(self, i: int) -> _dt.datetime | None:
+        if not self._ts_valid(i):
+            return None
+        return _UTC_EPOCH + _dt.timedelta(microseconds=self._ts[i])
+
+    def hits(
+        self, rows: Sequence[int], scores: Sequence[float], relevance: Sequence[Any]
+    ) -> list[Hit]:
+        """Local ``rows`` (Python ints) as :class:`~fastrag.Hit` objects."""
+        return [self.hit(i, s, r) for i, s, r in zip(rows, scores, relevance, strict=True)]
 
     def hit(self, i: int, score: float, relevance: float | None) -> Hit:
         """Local row ``i`` as a :class:`~fastrag.Hit`.
 
         What :meth:`record` and :func:`metadata_of` give.
         """
-        meta: dict[str, Any] = {}
-        title = self.title(i)
-        if title is not None:
-            meta["title"] = title
-        source = self.source(i)
-        if source is not None:
-            meta["source"] = source
-        if self._ts_valid(i):
-            meta["updated_at"] = _UTC_EPOCH + _dt.timedelta(microseconds=int(self._ts[i]))
-        if self._acl_valid(i):
-            acl = self._acl[i].as_py()
-            if acl is not None:
-                meta["acl"] = acl
-        section = self.section(i)
-        if section is not None:
-            meta["section"] = section
-        extra = self.metadata(i)
-        if extra:
-            meta.update(orjson.loads(extra))
         return Hit(
-            int(self.chunk_id[i]), self.doc_id(i), int(self.ord[i]), int(self.start[i]),
-            int(self.end[i]), self.text(i), score, meta, relevance,
+            self.chunk_id[i], self.doc_id(i), self.ord[i], self.start[i], self.end[i],
+            self.text(i), score, self.meta(i), relevance,
         )  # fmt: skip
 
     def record(self, i: int) -> dict[str, Any]:
         """Local row ``i`` as the dict ``Table.to_pylist`` would give (every column but vector)."""
         return {
-            "chunk_id": int(self.chunk_id[i]),
+            "chunk_id": self.chunk_id[i],
             "doc_id": self.doc_id(i),
-            "ord": int(self.ord[i]),
-            "start": int(self.start[i]),
-            "end": int(self.end[i]),
+            "ord": self.ord[i],
+            "start": self.start[i],
+            "end": self.end[i],
             "text": self.text(i),
             "title": self.title(i),
             "source": self.source(i),
-            "updated_at": (
-                _UTC_EPOCH + _dt.timedelta(microseconds=int(self._ts[i]))
-                if self._ts_valid(i)
-                else None
-            ),
-            "acl": self._acl[i].as_py() if self._acl_valid(i) else None,
+            "updated_at": self._updated_at(i),
+            "acl": self._acl(i),
             "metadata": self.metadata(i),
             "section": self.section(i),
         }
+
+
+def _any_value(arr: pa.Array) -> bool:
+    """Whether some row of ``arr`` is not null."""
+    return arr.null_count < len(arr)
+
+
+def _values_offsets(arr: pa.Array) -> memoryview:
+    """The ``n + 1`` int64 offsets of a ``large_string`` array as a memoryview (zero-copy)."""
+    n = len(arr)
+    buf = arr.buffers()[1]
+    if buf is None:
+        return memoryview(bytes(8)).cast("q")
+    return memoryview(buf).cast("B")[arr.offset * 8 : (arr.offset + n + 1) * 8].cast("q")
 
 
 class Segment:
@@ -727,20 +738,16 @@ class ChunkStore:
         if rows.size <= 256:  # a retrieval's few rows: straight from the Arrow buffers
             rel = [None] * rows.size if relevance is None else relevance.tolist()
             score_list = scores.tolist()
-            if len(self.segments) == 1:
-                return self.segments[0].reader.hits(rows, score_list, rel)
+            segments = self.segments
+            if len(segments) == 1:
+                return segments[0].reader.hits(rows.tolist(), score_list, rel)
             seg, local = self.locate(rows)
-            out: list[Hit | None] = [None] * rows.size
-            for s in np.unique(seg).tolist():
-                pick = np.flatnonzero(seg == s)
-                got = self.segments[s].reader.hits(
-                    local[pick],
-                    [score_list[j] for j in pick.tolist()],
-                    [rel[j] for j in pick.tolist()],
-                )
-                for j, h in zip(pick.tolist(), got, strict=True):
-                    out[j] = h
-            return out  # type: ignore[return-value]
+            seg_list = seg.tolist()
+            readers = {s: segments[s].reader for s in set(seg_list)}
+            return [
+                readers[s].hit(i, sc, rv)
+                for s, i, sc, rv in zip(seg_list, local.tolist(), score_list, rel, strict=True)
+            ]
         records = self.records(rows)
         rel = [None] * rows.size if relevance is None else relevance.tolist()
         return [
@@ -760,20 +767,28 @@ class ChunkStore:
 
     def hits_matrix(
         self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None = None
-    ) -> list[list[Hit]]:
+    ) -> list[Hits]:
         """:meth:`hits` of every row of a ``(m, k)`` search result, from one read of the table."""
         m, kk = rows.shape
         if kk == 0:
-            return [[] for _ in range(m)]
+            return [Hits() for _ in range(m)]
         valid = rows >= 0
         counts = valid.sum(axis=1)
-        flat = self.hits(
-            rows[valid], scores[valid], None if relevance is None else relevance[valid]
-        )
+        rows_v, scores_v = rows[valid], scores[valid]
+        rel_v = None if relevance is None else relevance[valid]
+        flat = self.hits(rows_v, scores_v, rel_v)
         out, start = [], 0
         for c in counts.tolist():
-            out.append(flat[start : start + c])
-            start += c
+            end = start + c
+            out.append(
+                Hits(
+                    flat[start:end],
+                    rows=rows_v[start:end],
+                    scores=scores_v[start:end],
+                    relevance=None if rel_v is None else rel_v[start:end],
+                )  # fmt: skip
+            )
+            start = end
         return out
 
     def hit_table(self, rows: np.ndarray, scores: np.ndarray) -> pa.Table:

@@ -54,7 +54,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -67,7 +67,7 @@ from .cjk import CJK_RANGES
 from .stopwords import ENGLISH_STOPWORDS, STOPWORDS
 from .utf8 import encode_utf8, utf8_buffers
 
-__all__ = ["LUCENE_STOPWORDS", "Tokenizer", "Tokens"]
+__all__ = ["KernelTables", "LUCENE_STOPWORDS", "Tokenizer", "Tokens"]
 
 LUCENE_STOPWORDS: tuple[str, ...] = (
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
@@ -130,6 +130,39 @@ def _translation(lowercase: bool) -> dict[int, int]:
     fold = _fold(lowercase)
     changed = np.flatnonzero(fold != np.arange(fold.size))
     return dict(zip(changed.tolist(), fold[changed].tolist(), strict=False))
+
+
+def _token_text(text: str, kind: int, table: dict[int, int], classes: np.ndarray) -> str:
+    """The folded text of one token (a word, or a CJK character or bigram) from its source text."""
+    if kind != 1:  # drop any combining marks between the characters of a bigram
+        cjk = _kernels.CJK
+        text = "".join(c for c in text if ord(c) < classes.size and classes[ord(c)] == cjk)
+    return text.translate(table)
+
+
+class KernelTables(NamedTuple):
+    """What the tokenize kernel needs of a :class:`Tokenizer`, for kernels built on it.
+
+    The static embedder's and the distiller's kernels tokenise inside
+    themselves (``fastrag._native.static``, ``fastrag._native.tokenize``);
+    passing these makes their tokens the tokenizer's own.
+
+    Attributes
+    ----------
+    classes : numpy.ndarray
+        uint8, read-only: the class of every code point (word, CJK, mark, other).
+    fold : numpy.ndarray
+        int32, read-only: the folded code point of every code point.
+    stop_hashes : numpy.ndarray
+        uint64, read-only, sorted: hashes of the stop words.
+    cjk_mode : int
+        The kernel's code of the CJK mode.
+    """
+
+    classes: np.ndarray
+    fold: np.ndarray
+    stop_hashes: np.ndarray
+    cjk_mode: int
 
 
 def _hash_strings(strings: Sequence[str]) -> np.ndarray:
@@ -222,7 +255,7 @@ class Tokenizer:
     _stem_lock: Any = field(init=False, repr=False, compare=False)
     _stemmer: Any = field(init=False, repr=False, compare=False)
     _cjk_mode: int = field(init=False, repr=False, compare=False)
-    _tables: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
+    _tables: KernelTables = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.lowercase, bool):
@@ -256,7 +289,11 @@ class Tokenizer:
         object.__setattr__(self, "_stop_hashes", stop_hashes)
         object.__setattr__(self, "_stemmer", stemmer)
         object.__setattr__(self, "_cjk_mode", CJK_MODES[self.cjk])
-        object.__setattr__(self, "_tables", (_classes(), _fold(self.lowercase)))
+        object.__setattr__(
+            self,
+            "_tables",
+            KernelTables(_classes(), _fold(self.lowercase), stop_hashes, CJK_MODES[self.cjk]),
+        )
         object.__setattr__(self, "_stem_cache", {})
         object.__setattr__(self, "_stem_lock", threading.Lock())
 
@@ -331,8 +368,10 @@ class Tokenizer:
             If a text is not a string (or is null).
         """
         data, offsets = as_utf8(texts)
+        if threads is None and offsets[-1] - offsets[0] < _kernels.PARALLEL_MIN_BYTES:
+            return self._tokenize(data, offsets)  # serial kernels: no thread setting to change
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
-            return self._tokenize(data, offsets)
+            return self.tokenize_buffers(data, offsets)
 
     def tokenize_utf8(
         self, data: np.ndarray, offsets: np.ndarray, *, threads: int | None = None
@@ -355,12 +394,29 @@ class Tokenizer:
         """
         data, offsets = check_utf8(data, offsets)
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
-            return self._tokenize(data, offsets)
+            return self.tokenize_buffers(data, offsets)
 
-    def _tokenize(self, data: np.ndarray, offsets: np.ndarray) -> Tokens:
-        """Tokenise validated buffers with the current thread setting."""
+    def tokenize_buffers(self, data: np.ndarray, offsets: np.ndarray) -> Tokens:
+        """Tokenise buffers already checked, with the caller's thread setting.
+
+        The fast path of callers that hold checked Arrow buffers and set
+        the threads themselves (the keyword index's search); anything else
+        calls :meth:`tokenize_utf8`, which checks.
+
+        Parameters
+        ----------
+        data : numpy.ndarray
+            uint8 UTF-8 bytes, as :func:`check_utf8` returns them.
+        offsets : numpy.ndarray
+            int64 ``n + 1`` offsets, as :func:`check_utf8` returns them.
+
+        Returns
+        -------
+        Tokens
+            The token hashes of every text.
+        """
         spans = self._stemmer is not None
-        classes, fold = self._tables
+        classes, fold = self._tables.classes, self._tables.fold
         hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
             data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=spans
         )
@@ -369,6 +425,20 @@ class Tokenizer:
         hashes.flags.writeable = False
         tok_offsets.flags.writeable = False
         return Tokens(hashes, tok_offsets)
+
+    def kernel_tables(self) -> KernelTables:
+        """The tables the tokenize kernel reads (see :class:`KernelTables`)."""
+        return self._tables
+
+    def token_text(self, raw: bytes, kind: int) -> str:
+        """The folded text of one token from its UTF-8 source bytes and kind (no stemming).
+
+        ``raw`` and ``kind`` are what the tokenize kernel reports with
+        ``spans=True`` (kind 1: a word; else a CJK character or bigram).
+        """
+        return _token_text(
+            raw.decode("utf-8", "replace"), kind, _translation(self.lowercase), _classes()
+        )
 
     def _stem_words(
         self,
@@ -451,15 +521,10 @@ class Tokenizer:
         )
         table = _translation(self.lowercase)
         classes = _classes()
-        cjk = _kernels.CJK
-        strings = []
-        for s, e, kind in zip(starts.tolist(), ends.tolist(), kinds.tolist(), strict=False):
-            text = data[s:e].tobytes().decode("utf-8", "replace")
-            if kind == 1:
-                strings.append(text.translate(table))
-            else:  # drop any combining marks between the characters of a bigram
-                kept = [c for c in text if ord(c) < classes.size and classes[ord(c)] == cjk]
-                strings.append("".join(kept).translate(table))
+        strings = [
+            _token_text(data[s:e].tobytes().decode("utf-8", "replace"), kind, table, classes)
+            for s, e, kind in zip(starts.tolist(), ends.tolist(), kinds.tolist(), strict=False)
+        ]
         if self._stemmer is not None:
             words = [i for i, k in enumerate(kinds.tolist()) if k == 1]
             stems = self._stem([strings[i] for i in words])

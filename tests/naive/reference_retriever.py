@@ -42,10 +42,10 @@ from fastrag._native import fusion as _fusion_kernels
 from fastrag._native._jit import readonly
 
 from fastrag._threads import threads as _threads
+from fastrag.corpus import Corpus
 from fastrag.embed.base import query_vectors
 from fastrag.errors import ConfigError
 from fastrag.index.masked_bm25 import search_masked
-from fastrag.retrieve.corpus import Corpus
 from fastrag.retrieve.fusion import fusion_plan
 from fastrag.retrieve.masks import eligible_rows
 from fastrag.retrieve.options import RetrievalConfig, RetrievalOptions, check_mode

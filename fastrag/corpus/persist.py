@@ -3,16 +3,21 @@
 :class:`Settings` are what a knowledge base keeps besides its corpus: the
 chunker, the vector index chosen (and the ``"auto"`` record), the HNSW
 parameters and the retrieval configuration; all of it goes into the
-manifest. :func:`save_corpus` writes the store, every index file and the
-embedder's own files (a static table) as one snapshot
-(:func:`fastrag.store.snapshots.write_snapshot`); :func:`open_corpus`
-opens a held snapshot, checking every file against the manifest.
+manifest. The retrieval configuration belongs to the retrieval layer, above
+this one: it is kept here as an opaque value with ``to_dict()`` and read
+back by the caller's ``retrieval`` function.
+
+:func:`save_corpus` writes the store, every index file and the embedder's
+own files (a static table) as one snapshot
+(:func:`fastrag.store.snapshots.write_snapshot`); :func:`open_corpus` opens
+a held snapshot, checking every file against the manifest.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,12 +40,11 @@ from ..store.snapshots import HeldSnapshot, manifest_field, write_snapshot
 from ..text.chunking import Chunker
 from .corpus import Corpus, make_corpus
 from .ontology import Ontology
-from .options import RetrievalConfig
 
 __all__ = ["ONTOLOGY_FILE", "Settings", "describe", "header", "open_corpus", "save_corpus"]
 
 ONTOLOGY_FILE = "ontology.json"
-"""A snapshot's ontology (:meth:`~fastrag.retrieve.ontology.Ontology.to_dict` as JSON)."""
+"""A snapshot's ontology (:meth:`~fastrag.corpus.ontology.Ontology.to_dict` as JSON)."""
 
 
 def _ontology_writer(ontology: Ontology) -> Any:
@@ -80,14 +84,15 @@ class Settings:
     auto : dict or None
         What ``index="auto"`` measured, when it chose.
     retrieval : RetrievalConfig
-        Default mode, fusion and limits.
+        Default mode, fusion and limits (:class:`~fastrag.RetrievalConfig`;
+        any value with ``to_dict()`` here).
     """
 
     chunker: Chunker
     index: str
     hnsw: HnswConfig
     auto: dict[str, Any] | None
-    retrieval: RetrievalConfig
+    retrieval: Any
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed."""
@@ -130,7 +135,11 @@ def save_corpus(
 
 
 def open_corpus(
-    held: HeldSnapshot, *, embedder: Any = None, verify: bool = False
+    held: HeldSnapshot,
+    *,
+    retrieval: Callable[[dict[str, Any]], Any],
+    embedder: Any = None,
+    verify: bool = False,
 ) -> tuple[Corpus, Settings, bool]:
     """Open a held snapshot: its corpus, its settings, and whether a save should follow.
 
@@ -139,6 +148,10 @@ def open_corpus(
     held : HeldSnapshot
         From :func:`fastrag.store.snapshots.hold_snapshot` (pruning waits
         while it is held).
+    retrieval : callable
+        Reads the manifest's ``retrieval`` field into the settings'
+        retrieval configuration (``RetrievalConfig.from_dict``); what it
+        raises is reported as a damaged manifest field.
     embedder : Embedder, optional
         Needed for embedders whose configuration holds no weights or
         secrets; must match the one the knowledge base was built with.
@@ -187,12 +200,12 @@ def open_corpus(
         dim=manifest.dim, graph=graph_wanted, hnsw=hnsw, verify=verify,
     )  # fmt: skip
     with manifest_field(manifest, "retrieval"):
-        retrieval = RetrievalConfig.from_dict(dict(manifest.retrieval))
+        retrieval_config = retrieval(dict(manifest.retrieval))
     chunking = manifest.chunking
     chunker = Chunker(
         window=chunking["window"], overlap=chunking["overlap"], mode=chunking.get("mode", "windows")
     )
-    settings = Settings(chunker, index_info["type"], hnsw, index_info.get("auto"), retrieval)
+    settings = Settings(chunker, index_info["type"], hnsw, index_info.get("auto"), retrieval_config)
     ontology = _read_ontology(directory, files[ONTOLOGY_FILE], verify) if (
         ONTOLOGY_FILE in files
     ) else None  # fmt: skip

@@ -1,12 +1,10 @@
-"""What retrieval searches: :class:`Corpus`, one immutable version, and how the next one is made.
+"""How the next corpus is made: build, add, delete, compact, another vector index.
 
-A corpus is the chunk store, its vector index (exact, or an HNSW graph) and
-its keyword indexes (chunk BM25 and document BM25), all describing the same
-rows. It is never changed once built: :func:`build_corpus`,
-:func:`add_documents`, :func:`delete_documents`, :func:`compact` and
-:func:`with_index` return the next version, sharing what did not change
-(segments, postings, the graph), so a reader holding a corpus sees one
-consistent state whatever runs beside it.
+A :class:`~fastrag.corpus.corpus.Corpus` is never changed once built:
+:func:`build_corpus`, :func:`add_documents`, :func:`delete_documents`,
+:func:`compact` and :func:`with_index` return the next version, sharing
+what did not change (segments, postings, the graph), so a reader holding a
+corpus sees one consistent state whatever runs beside it.
 
 The one object versions share and change in place is the HNSW graph:
 adding inserts the new chunks into it (under its write lock) and deleting
@@ -20,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,110 +25,25 @@ import numpy as np
 from ..embed.base import document_vectors, utf8_embedder
 from ..embed.vocabulary import CodepointCounter, VocabularyEmbedder
 from ..errors import DocumentError, DocumentNotFoundError, DuplicateDocumentError
-from ..index.base import VectorIndex
-from ..index.exact import ExactIndex
-from ..index.graph import COMPACT_GRAPH_SHARE, GraphIndex, build_graph, choose_index
-from ..index.hnsw import HnswConfig, HnswIndex
+from ..index.graph import COMPACT_GRAPH_SHARE, build_graph, choose_index
+from ..index.hnsw import HnswConfig
 from ..index.keyword import BM25Index
-from ..index.stores import StoreIndex, VectorStore, is_store_spec, parse_store
+from ..index.stores import VectorStore, is_store_spec, parse_store
 from ..index.stores.base import payload_table, store_errors, write_rows
 from ..store.chunks import ChunkStore
 from ..store.ingest import BuildProgress, Pending, assemble, chunk_batches, keyword_texts
 from ..text.chunking import Chunker, Chunks
 from ..text.tokenize import Tokenizer
-from .ontology import Ontology
+from .corpus import Corpus, live_blocks, make_corpus, next_corpus
 
 __all__ = [
-    "Corpus",
     "add_documents",
-    "live_blocks",
-    "make_corpus",
     "build_corpus",
     "compact",
     "delete_documents",
+    "fill_store",
     "with_index",
 ]
-
-
-@dataclass(frozen=True, eq=False)
-class Corpus:
-    """One version of what retrieval searches (never changed once built).
-
-    Attributes
-    ----------
-    store : ChunkStore
-        The chunks, their vectors and metadata.
-    vectors : VectorIndex
-        The vector index over the store's rows.
-    embedder : Embedder
-        Embeds the questions (the one the chunks were embedded with).
-    keyword : BM25Index or None
-        Chunk BM25 over the store's rows (needed by ``keyword`` and ``hybrid``).
-    documents : BM25Index or None
-        Document BM25: one row per document instance of the store
-        (:meth:`~fastrag.store.chunks.ChunkStore.row_docs`).
-    graph : HnswIndex or None
-        The HNSW graph behind :attr:`vectors`, when there is one.
-    external : VectorStore or None
-        The external vector store behind :attr:`vectors`, when there is one
-        (shared by the versions, changed in place like the graph).
-    ontology : Ontology or None
-        Entities and aliases expanding the keyword legs' queries
-        (:mod:`fastrag.retrieve.ontology`), saved with the snapshot.
-    """
-
-    store: ChunkStore
-    vectors: VectorIndex
-    embedder: Any
-    keyword: BM25Index | None = None
-    documents: BM25Index | None = None
-    graph: HnswIndex | None = None
-    external: VectorStore | None = None
-    ontology: Ontology | None = None
-
-
-def make_corpus(
-    store: ChunkStore,
-    embedder: Any,
-    *,
-    graph: HnswIndex | None = None,
-    keyword: BM25Index | None = None,
-    documents: BM25Index | None = None,
-    external: VectorStore | None = None,
-    ontology: Ontology | None = None,
-) -> Corpus:
-    """A corpus over ``store``: its exact index, or ``graph`` / ``external`` seen by its rows."""
-    exact = ExactIndex([s.vectors for s in store.segments], store.dim, store.alive_mask())
-    vectors: VectorIndex = exact
-    if external is not None:
-        vectors = StoreIndex(external, store.chunk_ids(), exact)  # type: ignore[assignment]
-    elif graph is not None:
-        vectors = GraphIndex(graph, store.chunk_ids(), exact)
-    return Corpus(store, vectors, embedder, keyword, documents, graph, external, ontology)
-
-
-def _next(corpus: Corpus, store: ChunkStore, **changes: Any) -> Corpus:
-    """The corpus of ``store`` with the indexes of ``corpus`` unless ``changes`` says otherwise."""
-    fields: dict[str, Any] = {
-        "graph": corpus.graph,
-        "keyword": corpus.keyword,
-        "documents": corpus.documents,
-        "external": corpus.external,
-        "ontology": corpus.ontology,
-    }
-    fields.update(changes)
-    return make_corpus(store, corpus.embedder, **fields)
-
-
-def live_blocks(store: ChunkStore) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(vectors, chunk ids) of the live rows of every segment."""
-    out = []
-    for s in store.segments:
-        keep = s.alive
-        out.append(
-            (s.vectors, s.chunk_ids) if keep is None else (s.vectors[keep], s.chunk_ids[keep])
-        )
-    return out
 
 
 def _store_rows(
@@ -364,7 +276,7 @@ def add_documents(
     if batch is not None:
         store.append(batch)
     added = 0 if batch is None else batch.num_rows
-    return _next(corpus, store, keyword=keyword, documents=documents), added
+    return next_corpus(corpus, store, keyword=keyword, documents=documents), added
 
 
 def _span_rows(spans: Sequence[Any]) -> np.ndarray:
@@ -424,7 +336,7 @@ def delete_documents(
         rows = np.concatenate([np.arange(sp.start, sp.start + sp.count) for sp in spans])
         corpus.graph.mark_deleted(store.chunk_ids()[rows])
     killed = store.delete_docs(present)
-    return _next(corpus, store), killed
+    return next_corpus(corpus, store), killed
 
 
 def compact(corpus: Corpus, hnsw: HnswConfig, *, threads: int | None = None) -> tuple[Corpus, int]:
@@ -458,7 +370,7 @@ def compact(corpus: Corpus, hnsw: HnswConfig, *, threads: int | None = None) -> 
         graph = build_graph(
             live_blocks(store), store.dim, hnsw, capacity=len(store), threads=threads
         )
-    return _next(corpus, store, graph=graph, keyword=keyword, documents=documents), dead
+    return next_corpus(corpus, store, graph=graph, keyword=keyword, documents=documents), dead
 
 
 def with_index(
@@ -468,7 +380,7 @@ def with_index(
     store = corpus.store
     if is_store_spec(index):
         external = fill_store(index, store)
-        return _next(corpus, store, graph=None, external=external), external.engine, None
+        return next_corpus(corpus, store, graph=None, external=external), external.engine, None
     assert isinstance(index, str)
     kind, graph, auto = choose_index(live_blocks(store), store.dim, index, hnsw, threads=threads)
-    return _next(corpus, store, graph=graph, external=None), kind, auto
+    return next_corpus(corpus, store, graph=graph, external=None), kind, auto
