@@ -31,12 +31,29 @@ LAYERS: dict[str, set[str]] = {
     "options": {"base", "text"},
     "corpus": {"base", "text", "models", "store", "index", "embed", "options", "_native"},
     "retrieve": {
-        "base", "text", "models", "store", "index", "embed", "corpus", "options", "_native",
+        "base",
+        "text",
+        "models",
+        "store",
+        "index",
+        "embed",
+        "corpus",
+        "options",
+        "_native",
     },  # fmt: skip
     "answer": {"base", "text", "models", "options", "retrieve"},
     "kb": {
-        "base", "text", "models", "store", "index", "embed", "corpus", "options", "retrieve",
-        "answer", "_native",
+        "base",
+        "text",
+        "models",
+        "store",
+        "index",
+        "embed",
+        "corpus",
+        "options",
+        "retrieve",
+        "answer",
+        "_native",
     },  # fmt: skip
 }
 """Layer -> the layers it may import (its own is always allowed)."""
