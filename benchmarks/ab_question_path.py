@@ -27,8 +27,10 @@ from fastrag.datasets.synthetic import zipf_documents  # noqa: E402
 from naive.reference_retriever import Retriever as Reference  # noqa: E402
 
 from fastrag import KnowledgeBase  # noqa: E402
-from fastrag.answer.options import parse_options  # noqa: E402
-from fastrag.retrieve.options import RetrievalOptions  # noqa: E402
+from fastrag.options import (
+    RetrievalOptions,  # noqa: E402
+    parse_options,  # noqa: E402
+)
 from fastrag.retrieve.retriever import Retriever  # noqa: E402
 
 

@@ -29,7 +29,6 @@ from ._version import __version__
 from .answer.chat import OpenAIChatGenerator
 from .answer.fallback import FallbackChain, Level
 from .answer.generate import ExtractiveGenerator, Generator
-from .answer.options import AnswerOptions
 from .answer.pipeline import AnswerEvent
 from .embed.base import Embedder
 from .embed.openai import OpenAIEmbedder
@@ -38,8 +37,7 @@ from .embed.vocabulary import VocabularyEmbedder
 from .errors import FastragError
 from .index.hnsw import HnswConfig
 from .kb import BuildProgress, KnowledgeBase
-from .retrieve.filters import Principal
-from .retrieve.options import RetrievalConfig, RetrievalOptions
+from .options import AnswerOptions, Principal, RetrievalConfig, RetrievalOptions
 from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .store.loaders import load_documents

@@ -7,6 +7,7 @@ the problem; ``--debug`` adds the traceback), 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -23,7 +24,10 @@ from .datasets import demo_documents
 from .embed.vocabulary import DEFAULT_MAX_FEATURES, VocabularyEmbedder
 from .errors import ConfigError, FastragError
 from .kb import BuildProgress, KnowledgeBase
-from .retrieve.options import RetrievalConfig
+from .options import DEFAULT_K, AnswerOptions, RetrievalConfig, RetrievalOptions, parse_options
+from .options import shorthand_of as _set
+from .serve.settings import ServeSettings
+from .serve.shared import hits_json, llm_generator
 from .store.loaders import load_documents
 from .store.report import SourceReport
 from .store.sources import read_questions
@@ -339,11 +343,19 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _generator(args: argparse.Namespace) -> Any:
     """``--llm``: the OpenAI-compatible chat model configured by FASTRAG_* variables."""
-    if not getattr(args, "llm", False):
-        return None
-    from .answer.chat import OpenAIChatGenerator
+    return llm_generator(bool(getattr(args, "llm", False)))
 
-    return OpenAIChatGenerator()
+
+def cli_options(args: argparse.Namespace, **more: Any) -> tuple[RetrievalOptions, AnswerOptions]:
+    """The options of a command: the flags it was given (unset ones keep the defaults).
+
+    Flags that name an option field (``--mode``, ``--threads``) and ``more``
+    are keyword shorthand, resolved by :func:`fastrag.options.parse_options`;
+    a command given none gets :data:`~fastrag.options.RETRIEVAL_DEFAULTS`
+    and :data:`~fastrag.options.ANSWER_DEFAULTS` themselves.
+    """
+    flags = {"mode": getattr(args, "mode", None), "threads": getattr(args, "threads", None)}
+    return parse_options(_set(**{**flags, **more}))
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -356,10 +368,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print("fastrag ask: --distill llm needs --llm (the distilling model)", file=sys.stderr)
             return 2
         distill = generator
+    retrieval, answer = cli_options(args, distill=distill)
     ans = kb.answer(
-        args.question, k=args.k, threads=args.threads, generator=generator, mode=args.mode,
-        distill=distill,
-    )  # fmt: skip
+        args.question, k=args.k, generator=generator, retrieval=retrieval, answer=answer
+    )
     if args.json:
         sys.stdout.write(orjson.dumps(ans.to_dict()).decode() + "\n")
     else:
@@ -369,35 +381,28 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     """``fastrag batch``: answer a file of questions into a .jsonl or .parquet file."""
+    rate = {
+        "max_concurrency": args.max_concurrency,
+        "requests_per_minute": args.rpm,
+        "tokens_per_minute": args.tpm,
+    }
     if args.engine == "ray":
         from .batch.distributed import answer_file_ray
 
+        retrieval, answer = cli_options(args, threads=None)  # Ray: threads per actor, its own
         summary = answer_file_ray(
             args.kb, args.questions, args.out, address=args.address, k=args.k,
-            batch_size=args.batch_size, resume=args.resume, mode=args.mode,
-            generator=_generator(args),
+            batch_size=args.batch_size, resume=args.resume, generator=_generator(args),
+            retrieval=retrieval, answer=answer, **rate,
         )  # fmt: skip
     else:
+        retrieval, answer = cli_options(args)
         kb = KnowledgeBase.load(args.kb)
-        options: dict[str, Any] = {"mode": args.mode}
-        if args.max_concurrency is not None:
-            options["max_concurrency"] = args.max_concurrency
-        if args.rpm is not None:
-            options["requests_per_minute"] = args.rpm
-        if args.tpm is not None:
-            options["tokens_per_minute"] = args.tpm
         summary = answer_file(
-            kb,
-            args.questions,
-            args.out,
-            k=args.k,
-            generator=_generator(args),
-            batch_size=args.batch_size,
-            resume=args.resume,
-            threads=args.threads,
-            progress=_batch_progress(sys.stderr),
-            answer_options=options,
-        )
+            kb, args.questions, args.out, k=args.k, generator=_generator(args),
+            batch_size=args.batch_size, resume=args.resume, progress=_batch_progress(sys.stderr),
+            retrieval=retrieval, answer=answer, **rate,
+        )  # fmt: skip
     print(file=sys.stderr)
     print(
         f"{summary.questions:,} questions: {summary.answered:,} answered "
@@ -413,22 +418,16 @@ def cmd_batch(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     """``fastrag query``: print the chunks most similar to each question (no answer)."""
     kb = KnowledgeBase.load(args.kb)
+    retrieval, _ = cli_options(args)
     for question in args.question:
-        hits = kb.retrieve(question, k=args.k, threads=args.threads)
+        hits = kb.retrieve(question, k=args.k, retrieval=retrieval)
         if args.json:
-            payload = {
-                "question": question,
-                "hits": [_hit_json(h, i) for i, h in enumerate(hits, 1)],
-            }
+            payload = {"question": question, "hits": hits_json(hits)}
             sys.stdout.write(orjson.dumps(payload).decode() + "\n")
         else:
             print(f"Q: {question}")
             _print_hits(hits)
     return 0
-
-
-def _hit_json(h: Hit, rank: int) -> dict[str, Any]:
-    return {"rank": rank, **h.to_dict()}
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -565,25 +564,28 @@ def _add_sql(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _serve_settings(args: argparse.Namespace) -> Any:
-    from .serve.settings import ServeSettings, parse_kb_args, parse_sql_tables
+SERVE_DEFAULTS: dict[str, Any] = {
+    f.name: f.default
+    for f in dataclasses.fields(ServeSettings)
+    if f.default is not dataclasses.MISSING
+}
+"""The defaults of :class:`~fastrag.ServeSettings`, which the ``serve`` flags show and keep."""
+_SERVE_FLAGS = (
+    "keys", "host", "max_body", "timeout", "body_timeout", "header_timeout", "keep_alive",
+    "max_connections", "max_queue", "reload_interval", "engine_threads",
+)  # fmt: skip
 
+
+def _serve_settings(args: argparse.Namespace) -> Any:
+    from .serve.settings import parse_kb_args, parse_sql_tables
+
+    given = {name: getattr(args, name) for name in _SERVE_FLAGS if hasattr(args, name)}
     return ServeSettings(
         sql=getattr(args, "sql", None),
         sql_tables=parse_sql_tables(getattr(args, "sql_tables", None) or []),
         kbs=parse_kb_args(args.kb),
-        keys=getattr(args, "keys", None),
-        host=getattr(args, "host", "127.0.0.1"),
-        max_body=getattr(args, "max_body", 1 << 20),
-        timeout=getattr(args, "timeout", 30.0),
-        body_timeout=getattr(args, "body_timeout", 10.0),
-        header_timeout=getattr(args, "header_timeout", 10.0),
-        keep_alive=getattr(args, "keep_alive", 5.0),
-        max_connections=getattr(args, "max_connections", 512),
-        max_queue=getattr(args, "max_queue", 64),
         llm=args.llm,
-        reload_interval=getattr(args, "reload_interval", 1.0),
-        engine_threads=getattr(args, "engine_threads", 1),
+        **given,
     )
 
 
@@ -624,11 +626,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return 1
     settings = _serve_settings(args)
     warmup()
-    generator = None
-    if args.llm:
-        from .answer.chat import OpenAIChatGenerator
-
-        generator = OpenAIChatGenerator()
+    generator = _generator(args)
     run_stdio(Registry(settings.kbs), generator=generator, sql_tool=sql_tool_of(settings))
     return 0
 
@@ -746,7 +744,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("ask", "answer one question, citing the chunks it stands on")
     p.add_argument("question")
     p.add_argument("--kb", required=True, help="knowledge-base folder")
-    p.add_argument("-k", "--k", type=int, default=5, help="chunks retrieved (default 5)")
+    p.add_argument(
+        "-k", "--k", type=int, default=DEFAULT_K, help=f"chunks retrieved (default {DEFAULT_K})"
+    )
     _add_mode(p)
     _add_llm(p)
     p.add_argument(
@@ -764,7 +764,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("questions", help="questions file")
     p.add_argument("--kb", required=True, help="knowledge-base folder")
     p.add_argument("--out", required=True, help="answers file (.jsonl or .parquet)")
-    p.add_argument("-k", "--k", type=int, default=5, help="chunks per question (default 5)")
+    p.add_argument(
+        "-k", "--k", type=int, default=DEFAULT_K, help=f"chunks per question (default {DEFAULT_K})"
+    )
     p.add_argument("--batch-size", type=int, default=1024, help="questions per batch (1024)")
     p.add_argument("--resume", action="store_true", help="keep finished rows of --out, do the rest")
     _add_mode(p)
@@ -790,7 +792,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("query", "retrieve the chunks most similar to questions (no answer)")
     p.add_argument("kb", help="knowledge-base folder")
     p.add_argument("question", nargs="+", help="one or more questions")
-    p.add_argument("-k", type=int, default=5, help="hits per question (default 5)")
+    p.add_argument(
+        "-k", type=int, default=DEFAULT_K, help=f"hits per question (default {DEFAULT_K})"
+    )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print one JSON object per question")
     p.set_defaults(func=cmd_query)
@@ -841,7 +845,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[NAME=]PATH",
         help="a knowledge base to serve (repeat for more; NAME defaults to the folder name)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--host", default=SERVE_DEFAULTS["host"],
+        help=f"address to bind (default {SERVE_DEFAULTS['host']})",
+    )  # fmt: skip
     p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default 8000)")
     p.add_argument(
         "--workers", type=int, default=1, help="worker processes (default 1; one per core)"
@@ -859,44 +866,62 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_llm(p)
     p.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds per request once its body is in (30)"
+        "--timeout",
+        type=float,
+        default=SERVE_DEFAULTS["timeout"],
+        help=f"seconds per request once its body is in ({SERVE_DEFAULTS['timeout']:g})",
     )
     p.add_argument(
-        "--body-timeout", type=float, default=10.0, help="seconds to receive a body, then 408 (10)"
+        "--body-timeout",
+        type=float,
+        default=SERVE_DEFAULTS["body_timeout"],
+        help=f"seconds to receive a body, then 408 ({SERVE_DEFAULTS['body_timeout']:g})",
     )
     p.add_argument(
         "--header-timeout",
         type=float,
-        default=10.0,
-        help="seconds to receive a request's line and headers, then the connection closes (10)",
+        default=SERVE_DEFAULTS["header_timeout"],
+        help="seconds to receive a request's line and headers, then the connection closes "
+        f"({SERVE_DEFAULTS['header_timeout']:g})",
     )
     p.add_argument(
-        "--keep-alive", type=float, default=5.0, help="seconds an idle connection is kept (5)"
+        "--keep-alive",
+        type=float,
+        default=SERVE_DEFAULTS["keep_alive"],
+        help=f"seconds an idle connection is kept ({SERVE_DEFAULTS['keep_alive']:g})",
     )
     p.add_argument(
         "--max-connections",
         type=int,
-        default=512,
-        help="connections per worker; one more is refused with 503 (512)",
+        default=SERVE_DEFAULTS["max_connections"],
+        help="connections per worker; one more is refused with 503 "
+        f"({SERVE_DEFAULTS['max_connections']})",
     )
     p.add_argument(
-        "--max-queue", type=int, default=64, help="requests held per worker before 503 (64)"
+        "--max-queue",
+        type=int,
+        default=SERVE_DEFAULTS["max_queue"],
+        help=f"requests held per worker before 503 ({SERVE_DEFAULTS['max_queue']})",
     )
     p.add_argument(
-        "--max-body", type=int, default=1 << 20, help="largest request body in bytes (1 MiB)"
+        "--max-body",
+        type=int,
+        default=SERVE_DEFAULTS["max_body"],
+        help=f"largest request body in bytes ({SERVE_DEFAULTS['max_body']:,})",
     )
     p.add_argument(
         "--reload-interval",
         type=float,
-        default=1.0,
-        help="seconds between checks for a new snapshot (1; 0 = never)",
+        default=SERVE_DEFAULTS["reload_interval"],
+        help="seconds between checks for a new snapshot "
+        f"({SERVE_DEFAULTS['reload_interval']:g}; 0 = never)",
     )
     p.add_argument(
         "--engine-threads",
         type=int,
-        default=1,
+        default=SERVE_DEFAULTS["engine_threads"],
         help="threads per worker for retrieval and extractive answers; 0 runs them on "
-        "the event loop (1)",
+        f"the event loop ({SERVE_DEFAULTS['engine_threads']})",
     )
     p.add_argument("--access-log", action="store_true", help="log every request (never keys)")
     _add_sql(p)

@@ -28,7 +28,6 @@ import numpy as np
 import pyarrow as pa
 
 from .answer.generate import Generator
-from .answer.options import AnswerOptions, parse_options
 from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
 from .answer.stages import StageTimer
 from .answer.table import answers_table
@@ -47,9 +46,17 @@ from .errors import (
 )
 from .index.hnsw import HnswConfig
 from .index.stores import StoreIndex, VectorStore, is_store_spec, parse_store
+from .options import (
+    DEFAULT_K,
+    AnswerOptions,
+    RetrievalConfig,
+    RetrievalOptions,
+    check_k,
+    check_question,
+    parse_options,
+)
 from .retrieve.filters import pushdown
 from .retrieve.masks import eligible_rows
-from .retrieve.options import RetrievalConfig, RetrievalOptions, check_k, check_question
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, hits_table
@@ -546,47 +553,69 @@ class KnowledgeBase:
     def retrieve(
         self,
         question: str,
-        k: int = 5,
+        k: int = DEFAULT_K,
         *,
-        options: RetrievalOptions | None = None,
+        retrieval: RetrievalOptions | None = None,
         snapshot: str | None = None,
         **shorthand: Any,
     ) -> list[Hit]:
         """The ``k`` chunks that best match ``question``, best first.
 
-        Options are a :class:`~fastrag.RetrievalOptions` or its fields as
-        keywords: ``mode``, ``where``, ``principal``, ``exact``, ``rewrite``,
-        ``reranker``, ``group_by``, ``threads``, ``acl_statistics``.
+        Options are ``retrieval=`` (a :class:`~fastrag.RetrievalOptions`)
+        and its fields as keywords: ``mode``, ``where``, ``principal``,
+        ``exact``, ``rewrite``, ``reranker``, ``group_by``, ``threads``,
+        ``acl_statistics`` (the old ``options=`` still works, with a
+        :class:`DeprecationWarning`).
         ``snapshot`` (an id or a tag, see :meth:`snapshots`) searches that
         kept snapshot instead of the loaded state: opened memory-mapped on
         first use, then kept open (the :data:`SNAPSHOT_CACHE` most recently
         used); an unknown one raises
         :class:`~fastrag.errors.SnapshotNotFoundError`.
         """
-        opts, _ = parse_options(shorthand, options, answers=False)
+        opts, _ = parse_options(shorthand, retrieval, answers=False)
         question, k = self._question(question), check_k(k)
         corpus, _ = self._at(snapshot)
         hits, _ = self._retriever.retrieve(corpus, [question], k, opts)
         self._count(retrievals=1)
         return hits[0]
 
+    @overload
     def retrieve_batch(
-        self, questions: Sequence[str], k: int = 5, *, options: RetrievalOptions | None = None,
-        snapshot: str | None = None, **shorthand: Any,
-    ) -> pa.Table:  # fmt: skip
+        self, questions: Sequence[str], k: int = DEFAULT_K, *,
+        retrieval: RetrievalOptions | None = None, snapshot: str | None = None,
+        output: Literal["table"] = "table", **shorthand: Any,
+    ) -> pa.Table: ...  # fmt: skip
+
+    @overload
+    def retrieve_batch(
+        self, questions: Sequence[str], k: int = DEFAULT_K, *,
+        retrieval: RetrievalOptions | None = None, snapshot: str | None = None,
+        output: Literal["hits"], **shorthand: Any,
+    ) -> list[list[Hit]]: ...  # fmt: skip
+
+    def retrieve_batch(
+        self, questions: Sequence[str], k: int = DEFAULT_K, *,
+        retrieval: RetrievalOptions | None = None, snapshot: str | None = None,
+        output: str = "table", **shorthand: Any,
+    ) -> pa.Table | list[list[Hit]]:  # fmt: skip
         """Retrieve for many questions at once: one row per (question, hit), by question then rank.
 
         Columns ``query_index``, ``rank`` (1 = best), ``chunk_id``,
         ``doc_id``, ``score``, ``text``; options and ``snapshot`` as for
-        :meth:`retrieve`.
+        :meth:`retrieve`. ``output="hits"``: per question its list of
+        :class:`~fastrag.Hit` (as :meth:`retrieve` returns), from one batched search.
         """
-        opts, _ = parse_options(shorthand, options, answers=False)
+        if output not in ("table", "hits"):
+            raise ConfigError(f"output must be 'table' or 'hits', got {output!r}")
+        opts, _ = parse_options(shorthand, retrieval, answers=False)
         questions = self._questions(questions, "retrieve_batch", "retrieve")
         k, (corpus, _) = check_k(k), self._at(snapshot)
         questions = [self._question(q, f"question {i}") for i, q in enumerate(questions)]
         if not questions:
-            return HIT_TABLE.empty_table()
+            return HIT_TABLE.empty_table() if output == "table" else []
         self._count(retrievals=len(questions))
+        if output == "hits":
+            return self._retriever.retrieve(corpus, questions, k, opts)[0]
         if opts.reranker is None:
             queries = self._retriever.rewrite(questions, opts, ontology=corpus.ontology)
             ranked = self._retriever.rank(corpus, queries, k, opts)
@@ -614,8 +643,8 @@ class KnowledgeBase:
         ]
 
     def answer(
-        self, question: str, k: int = 5, *, generator: AnyGenerator = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        self, question: str, k: int = DEFAULT_K, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         snapshot: str | None = None, **shorthand: Any,
     ) -> Answer:  # fmt: skip
         """Answer a question from the knowledge base, citing the chunks it uses.
@@ -623,15 +652,16 @@ class KnowledgeBase:
         Stages: rewrite, retrieve (and filter), rerank, context, freshness,
         conflicts, redact, generate, verify, audit (``Answer.timings``).
         ``generator`` defaults to the offline extractive answerer.
-        ``retrieval`` / ``options`` are :class:`~fastrag.RetrievalOptions`
+        ``retrieval=`` / ``answer=`` are :class:`~fastrag.RetrievalOptions`
         and :class:`~fastrag.AnswerOptions`; their fields are accepted as
         keywords too (``mode``, ``where``, ``principal``, ``budget``,
-        ``schema``, ``min_faithfulness``, ...). Unknown options raise a
+        ``schema``, ``min_faithfulness``, ...); the old ``options=`` still
+        works, with a :class:`DeprecationWarning`. Unknown options raise a
         :class:`~fastrag.errors.ConfigError` naming them. ``snapshot`` answers
         from a kept snapshot (as for :meth:`retrieve`); ``Answer.snapshot``
         is the id of the snapshot answered from.
         """
-        ropts, aopts = parse_options(shorthand, retrieval, options)
+        ropts, aopts = parse_options(shorthand, retrieval, answer)
         question, k = self._question(question), check_k(k)
         corpus, sid = self._at(snapshot)
         ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
@@ -643,8 +673,8 @@ class KnowledgeBase:
         return ans
 
     def answer_stream(
-        self, question: str, k: int = 5, *, generator: AnyGenerator = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        self, question: str, k: int = DEFAULT_K, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         snapshot: str | None = None, **shorthand: Any,
     ) -> Iterator[AnswerEvent]:  # fmt: skip
         """:meth:`answer` as events: the context hits, the text as it is generated, the Answer.
@@ -652,7 +682,7 @@ class KnowledgeBase:
         The question is checked and retrieval runs before the first event
         (errors are raised at once); see :meth:`fastrag.answer.AnswerPipeline.stream`.
         """
-        ropts, aopts = parse_options(shorthand, retrieval, options)
+        ropts, aopts = parse_options(shorthand, retrieval, answer)
         question, k = self._question(question), check_k(k)
         corpus, sid = self._at(snapshot)
         ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
@@ -671,8 +701,8 @@ class KnowledgeBase:
 
     @overload
     def answer_batch(
-        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        self, questions: Sequence[str], k: int = DEFAULT_K, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: Literal["table"] = "table",
         snapshot: str | None = None, **shorthand: Any,
@@ -680,8 +710,8 @@ class KnowledgeBase:
 
     @overload
     def answer_batch(
-        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        self, questions: Sequence[str], k: int = DEFAULT_K, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: Literal["answers"],
         snapshot: str | None = None, **shorthand: Any,
@@ -689,8 +719,8 @@ class KnowledgeBase:
 
     @overload
     def answer_batch(
-        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        self, questions: Sequence[str], k: int = DEFAULT_K, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: Literal["results"],
         snapshot: str | None = None, **shorthand: Any,
@@ -698,16 +728,16 @@ class KnowledgeBase:
 
     @overload
     def answer_batch(
-        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        self, questions: Sequence[str], k: int = DEFAULT_K, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: str = "table",
         snapshot: str | None = None, **shorthand: Any,
     ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]: ...  # fmt: skip
 
     def answer_batch(
-        self, questions: Sequence[str], k: int = 5, *, generator: AnyGenerator = None,
-        retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
+        self, questions: Sequence[str], k: int = DEFAULT_K, *, generator: AnyGenerator = None,
+        retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: str = "table",
         snapshot: str | None = None, **shorthand: Any,
@@ -731,7 +761,7 @@ class KnowledgeBase:
         """
         if output not in ("table", "answers", "results"):
             raise ConfigError(f"output must be 'table', 'answers' or 'results', got {output!r}")
-        ropts, aopts = parse_options(shorthand, retrieval, options)
+        ropts, aopts = parse_options(shorthand, retrieval, answer)
         questions = self._questions(questions, "answer_batch", "answer")
         k, (corpus, sid) = check_k(k), self._at(snapshot)
         answers, errors = self._pipeline.answer_questions(

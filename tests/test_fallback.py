@@ -225,6 +225,6 @@ def test_levels_take_the_options_objects():
     )  # fmt: skip
     result = FallbackChain([level], timeout=None, min_confidence=0.0).answer("年假怎么申请？")
     assert result.level == "spy" and len(result.answer.hits) <= 2
-    assert seen[0]["retrieval"].mode == "keyword" and seen[0]["options"].budget == 200
+    assert seen[0]["retrieval"].mode == "keyword" and seen[0]["answer"].budget == 200
     with pytest.raises(ConfigError):
         Level(kb, retrieval={"mode": "keyword"})

@@ -15,7 +15,7 @@ import fastrag
 from fastrag import KnowledgeBase, LLMReranker, LLMRewriter, OpenAIChatGenerator
 from fastrag.config import ClientConfig
 from fastrag.errors import ConfigError
-from fastrag.retrieve.options import MAX_K
+from fastrag.options import MAX_K
 
 
 def _docs(n: int, start: int = 0, tag: str = "doc") -> list[dict]:

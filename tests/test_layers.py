@@ -28,11 +28,33 @@ LAYERS: dict[str, set[str]] = {
     "store": {"base", "text", "_native"},
     "index": {"base", "text", "_native"},
     "embed": {"base", "text", "models", "_native"},
-    "corpus": {"base", "text", "models", "store", "index", "embed", "_native"},
-    "retrieve": {"base", "text", "models", "store", "index", "embed", "corpus", "_native"},
-    "answer": {"base", "text", "models", "retrieve"},
-    "kb": {"base", "text", "models", "store", "index", "embed", "corpus", "retrieve", "answer"}
-    | {"_native"},
+    "options": {"base", "text"},
+    "corpus": {"base", "text", "models", "store", "index", "embed", "options", "_native"},
+    "retrieve": {
+        "base",
+        "text",
+        "models",
+        "store",
+        "index",
+        "embed",
+        "corpus",
+        "options",
+        "_native",
+    },  # fmt: skip
+    "answer": {"base", "text", "models", "options", "retrieve"},
+    "kb": {
+        "base",
+        "text",
+        "models",
+        "store",
+        "index",
+        "embed",
+        "corpus",
+        "options",
+        "retrieve",
+        "answer",
+        "_native",
+    },  # fmt: skip
 }
 """Layer -> the layers it may import (its own is always allowed)."""
 

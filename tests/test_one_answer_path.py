@@ -94,12 +94,12 @@ def test_every_field_of_answer_equals_the_batch(
         budget=budget, redact=redact, min_faithfulness=min_faithfulness,
         replace_unfaithful=replace_unfaithful, now=now,
     )  # fmt: skip
-    batch = kb.answer_batch(questions, k, retrieval=retrieval, options=options, output="answers")
-    table = kb.answer_batch(questions, k, retrieval=retrieval, options=options)
+    batch = kb.answer_batch(questions, k, retrieval=retrieval, answer=options, output="answers")
+    table = kb.answer_batch(questions, k, retrieval=retrieval, answer=options)
     for q, got, row in zip(questions, batch, table.to_pylist(), strict=False):
-        single = kb.answer(q, k, retrieval=retrieval, options=options)
+        single = kb.answer(q, k, retrieval=retrieval, answer=options)
         _same(_comparable(got), _comparable(single))
-        streamed = [e for e in kb.answer_stream(q, k, retrieval=retrieval, options=options)]
+        streamed = [e for e in kb.answer_stream(q, k, retrieval=retrieval, answer=options)]
         assert streamed[0].kind == "hits" and streamed[-1].kind == "answer"
         _same(_comparable(streamed[-1].answer), _comparable(single))
         assert "".join(e.text for e in streamed if e.kind == "delta") == single.text
@@ -117,10 +117,10 @@ def test_keyword_shorthand_equals_the_options_objects(kb):
     a = kb.answer(q, 3, mode="keyword", budget=200, max_age_days=None)
     b = kb.answer(
         q, 3, retrieval=RetrievalOptions(mode="keyword"),
-        options=AnswerOptions(budget=200, max_age_days=None),
+        answer=AnswerOptions(budget=200, max_age_days=None),
     )  # fmt: skip
     assert _comparable(a) == _comparable(b)
-    assert kb.retrieve(q, 3, options=RetrievalOptions(mode="vector")) == kb.retrieve(
+    assert kb.retrieve(q, 3, retrieval=RetrievalOptions(mode="vector")) == kb.retrieve(
         q, 3, mode="vector"
     )
 
@@ -131,7 +131,7 @@ def test_unknown_and_misplaced_options_are_errors_naming_them(kb):
     with pytest.raises(ConfigError, match="'budget'"):
         kb.retrieve("年假怎么申请？", budget=10)  # an answer option
     with pytest.raises(ConfigError, match="RetrievalOptions"):
-        kb.retrieve("年假怎么申请？", options=AnswerOptions())
+        kb.retrieve("年假怎么申请？", retrieval=AnswerOptions())
     with pytest.raises(ConfigError, match="group_by"):
         RetrievalOptions(group_by="section")
 

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from naive.reference_retriever import Retriever as ReferenceRetriever
 
 from fastrag import KnowledgeBase, Principal, VocabularyEmbedder
-from fastrag.answer.options import parse_options
-from fastrag.retrieve.options import RetrievalOptions
+from fastrag.options import RetrievalOptions, parse_options
 from fastrag.retrieve.retriever import Retriever
 
 WORDS = "pump coolant spindle belt alarm servo chuck filter valve 主轴 报警 冷却 温度 压力".split()

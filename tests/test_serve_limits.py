@@ -280,9 +280,9 @@ def test_k_has_one_rule():
             check_k(bad, 100)
         assert exc.value.type == kind and exc.value.status == 400
     with pytest.raises(ConfigError, match="k must be between 1 and 100,000"):
-        fastrag.retrieve.options.check_k(100_001)
+        fastrag.options.check_k(100_001)
     with pytest.raises(ConfigError, match="k must be an int, got True"):
-        fastrag.retrieve.options.check_k(True)
+        fastrag.options.check_k(True)
 
 
 def test_http_refuses_k_true(kb_path):

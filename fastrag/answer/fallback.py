@@ -70,7 +70,7 @@ class Level:
     retrieval : RetrievalOptions, optional
         Passed as ``retrieval=`` (see :meth:`fastrag.KnowledgeBase.answer`).
     answer_options : AnswerOptions, optional
-        Passed as ``options=``.
+        Passed as ``answer=``.
     """
 
     answerer: Any
@@ -322,7 +322,7 @@ def _caller(level: Level, question: str) -> Callable[[], Any]:
     if level.retrieval is not None:
         options["retrieval"] = level.retrieval
     if level.answer_options is not None:
-        options["options"] = level.answer_options
+        options["answer"] = level.answer_options
     method = getattr(level.answerer, "answer", None)
     target = method if callable(method) else level.answerer
     return lambda: target(question, **options)

@@ -37,9 +37,9 @@ import pyarrow.parquet as pq
 
 from ..answer.table import ANSWER_BATCH_SCHEMA
 from ..errors import ConfigError, DocumentError, StoreError, StoreNotFoundError
-from ..retrieve.options import check_mode
+from ..options import DEFAULT_K, AnswerOptions, RetrievalOptions
 from ..store.sources import read_questions
-from .files import BATCH_SCHEMA, BatchProgress, BatchSummary, open_writer
+from .files import BATCH_SCHEMA, BatchProgress, BatchSummary, batch_options, open_writer
 
 if TYPE_CHECKING:  # pragma: no cover
     import ray.data
@@ -66,8 +66,8 @@ def _import_ray() -> Any:
 
 
 def _answer_table(
-    kb: Any, batch: pa.Table, *, k: int, mode: str | None, generator: Any,
-    threads: int | None, answer_options: dict[str, Any],
+    kb: Any, batch: pa.Table, *, k: int, generator: Any, threads: int | None,
+    retrieval: RetrievalOptions, answer: AnswerOptions, rate: dict[str, Any],
 ) -> pa.Table:  # fmt: skip
     """Answer one Arrow batch: ``id`` (if any), the answer columns, the other input columns."""
     names = batch.column_names
@@ -77,8 +77,8 @@ def _answer_table(
     if clash:
         raise ConfigError(f"input columns {clash} clash with answer columns; rename them")
     table = kb.answer_batch(
-        batch.column("question").to_pylist(), k=k, mode=mode, generator=generator,
-        threads=threads, **answer_options,
+        batch.column("question").to_pylist(), k=k, generator=generator, retrieval=retrieval,
+        answer=answer, threads=threads, **rate,
     )  # fmt: skip
     if "query_index" in names:
         positions = batch.column("query_index").cast(pa.int32()).combine_chunks()
@@ -100,21 +100,22 @@ class _Answerer:
     """Ray Data actor: loads (memory-maps) the knowledge base once, answers Arrow batches."""
 
     def __init__(
-        self, kb_path: str, k: int, mode: str | None, generator: Any, threads: int | None,
-        answer_options: dict[str, Any],
+        self, kb_path: str, k: int, generator: Any, threads: int | None,
+        retrieval: RetrievalOptions, answer: AnswerOptions, rate: dict[str, Any],
     ) -> None:  # fmt: skip
         from .._threads import max_threads
         from ..kb import KnowledgeBase
 
         self._kb = KnowledgeBase.load(kb_path)
-        self._k, self._mode, self._generator = k, mode, generator
+        self._k, self._generator = k, generator
         self._threads = None if threads is None else min(threads, max_threads())
-        self._answer_options = answer_options
+        self._options = retrieval, answer, rate
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        retrieval, answer, rate = self._options
         return _answer_table(
-            self._kb, batch, k=self._k, mode=self._mode, generator=self._generator,
-            threads=self._threads, answer_options=self._answer_options,
+            self._kb, batch, k=self._k, generator=self._generator, threads=self._threads,
+            retrieval=retrieval, answer=answer, rate=rate,
         )  # fmt: skip
 
 
@@ -167,14 +168,10 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _check_options(
-    k: Any, mode: Any, batch_size: Any, concurrency: Any, num_cpus: Any, threads: Any
-) -> None:
+def _check_options(k: Any, batch_size: Any, concurrency: Any, num_cpus: Any, threads: Any) -> None:
     for name, value in (("k", k), ("batch_size", batch_size)):
         if not _positive_int(value):
             raise ConfigError(f"{name} must be a positive int, got {value!r}")
-    if mode is not None:
-        check_mode(mode)
     ok = _positive_int(concurrency)
     if isinstance(concurrency, tuple) and len(concurrency) == 2:
         lo, hi = concurrency
@@ -191,13 +188,18 @@ def answer_dataset(
     ds: ray.data.Dataset,
     kb_path: str | os.PathLike[str],
     *,
-    k: int = 5,
+    k: int = DEFAULT_K,
     mode: str | None = None,
     generator: Any = None,
     batch_size: int = 256,
     concurrency: int | tuple[int, int] | None = None,
     num_cpus: float = 1,
     threads: int | None = None,
+    retrieval: RetrievalOptions | None = None,
+    answer: AnswerOptions | None = None,
+    max_concurrency: int | None = None,
+    requests_per_minute: float | None = None,
+    tokens_per_minute: float | None = None,
     answer_options: dict[str, Any] | None = None,
 ) -> ray.data.Dataset:
     """Answer a Ray Dataset of questions with a pool of actors.
@@ -214,8 +216,10 @@ def answer_dataset(
         A saved knowledge base, readable at this path on every node (a shared
         filesystem, or the same local copy on each node). A relative path is
         made absolute here.
-    k, mode, generator
-        As for :meth:`~fastrag.KnowledgeBase.answer_batch`; ``generator`` is
+    k, mode, generator, retrieval, answer
+        As for :meth:`~fastrag.KnowledgeBase.answer_batch` (``mode`` is
+        shorthand for ``RetrievalOptions.mode``); the options are resolved
+        and checked here, once, and pickled to each actor; ``generator`` is
         pickled to each actor (e.g. :class:`~fastrag.answer.chat.OpenAIChatGenerator`;
         default the extractive generator).
     batch_size : int
@@ -228,9 +232,11 @@ def answer_dataset(
     threads : int, optional
         Numba threads per actor; default ``num_cpus`` rounded up (capped at
         the node's ``NUMBA_NUM_THREADS``).
+    max_concurrency, requests_per_minute, tokens_per_minute : optional
+        As for :meth:`~fastrag.KnowledgeBase.answer_batch`, per actor.
     answer_options : dict, optional
-        Further keyword arguments for :meth:`~fastrag.KnowledgeBase.answer_batch`
-        (``where``, ``exact``, ``rewrite``, ...); pickled to each actor.
+        Deprecated: shorthand and rate limits in one dict
+        (:func:`fastrag.batch.files.batch_options`).
 
     Returns
     -------
@@ -245,7 +251,11 @@ def answer_dataset(
         ``query_index`` or ``id`` otherwise.
     """
     ray = _import_ray()
-    _check_options(k, mode, batch_size, concurrency, num_cpus, threads)
+    _check_options(k, batch_size, concurrency, num_cpus, threads)
+    ropts, aopts, rate = batch_options(
+        retrieval, answer, answer_options, mode=mode, max_concurrency=max_concurrency,
+        requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute,
+    )  # fmt: skip
     path = Path(kb_path).absolute()
     if threads is None:
         threads = max(1, int(-(-num_cpus // 1)))
@@ -270,7 +280,7 @@ def answer_dataset(
         batch_format="pyarrow",
         compute=compute,
         num_cpus=num_cpus,
-        fn_constructor_args=(str(path), k, mode, generator, threads, dict(answer_options or {})),
+        fn_constructor_args=(str(path), k, generator, threads, ropts, aopts, rate),
     )
 
 
@@ -357,7 +367,7 @@ def answer_file_ray(
     out_path: str | os.PathLike[str],
     *,
     address: str | None = None,
-    k: int = 5,
+    k: int = DEFAULT_K,
     mode: str | None = None,
     generator: Any = None,
     batch_size: int = 256,
@@ -365,6 +375,11 @@ def answer_file_ray(
     num_cpus: float = 1,
     threads: int | None = None,
     resume: bool = False,
+    retrieval: RetrievalOptions | None = None,
+    answer: AnswerOptions | None = None,
+    max_concurrency: int | None = None,
+    requests_per_minute: float | None = None,
+    tokens_per_minute: float | None = None,
     answer_options: dict[str, Any] | None = None,
     local_cpus: int | None = None,
     progress: Callable[[BatchProgress], None] | None = None,
@@ -390,8 +405,10 @@ def answer_file_ray(
         A Ray cluster to connect to (``"auto"``, ``"ray://head:10001"``, ...);
         default a local Ray with ``local_cpus`` CPUs (default all). If Ray is
         already initialised in this process, that session is used as is.
-    k, mode, generator, batch_size, concurrency, num_cpus, threads, answer_options
+    k, mode, generator, batch_size, concurrency, num_cpus, threads, retrieval, answer
         As for :func:`answer_dataset`.
+    max_concurrency, requests_per_minute, tokens_per_minute, answer_options
+        As for :func:`answer_dataset` (``answer_options`` is deprecated).
     resume : bool
         Keep the rows ``out_path`` already holds and skip their questions.
     local_cpus : int, optional
@@ -407,7 +424,11 @@ def answer_file_ray(
         starting and stopping Ray.
     """
     ray = _import_ray()
-    _check_options(k, mode, batch_size, concurrency, num_cpus, threads)
+    _check_options(k, batch_size, concurrency, num_cpus, threads)
+    ropts, aopts, rate = batch_options(
+        retrieval, answer, answer_options, mode=mode, max_concurrency=max_concurrency,
+        requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute,
+    )  # fmt: skip
     out = Path(out_path)
     if out.suffix.lower() not in (".jsonl", ".parquet"):
         raise ConfigError(f"{out}: answers are written to .jsonl or .parquet")
@@ -428,9 +449,9 @@ def answer_file_ray(
             if todo:
                 assert ds is not None  # None only when nothing is left to do
                 answers = answer_dataset(
-                    ds, kb_path, k=k, mode=mode, generator=generator, batch_size=batch_size,
+                    ds, kb_path, k=k, generator=generator, batch_size=batch_size,
                     concurrency=concurrency, num_cpus=num_cpus, threads=threads,
-                    answer_options=answer_options,
+                    retrieval=ropts, answer=aopts, **rate,
                 )  # fmt: skip
                 answers.context.execution_options.preserve_order = True  # rows in input order
                 if progress is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +34,17 @@ from .._fs import fsync_dir
 from ..answer.table import ANSWER_BATCH_SCHEMA
 from ..errors import ConfigError, StoreError
 from ..kb import KnowledgeBase
+from ..options import DEFAULT_K, AnswerOptions, RetrievalOptions, parse_options, shorthand_of
 from ..store.sources import Question, count_questions, read_questions
 
-__all__ = ["BATCH_SCHEMA", "BatchProgress", "BatchSummary", "answer_file"]
+__all__ = [
+    "BATCH_SCHEMA",
+    "BatchProgress",
+    "BatchSummary",
+    "answer_file",
+    "open_writer",
+    "batch_options",
+]
 
 BATCH_SCHEMA = pa.schema([pa.field("id", pa.string()), *ANSWER_BATCH_SCHEMA])
 """Columns of a batch output file: the question's id (when the input has one), then
@@ -192,6 +201,49 @@ def open_writer(path: Path, resume: bool) -> _JsonlWriter | _ParquetWriter:
     raise ConfigError(f"{path}: answers are written to .jsonl or .parquet")
 
 
+RATE_LIMITS = ("max_concurrency", "requests_per_minute", "tokens_per_minute")
+"""Keyword arguments of :meth:`~fastrag.KnowledgeBase.answer_batch` that are no options."""
+
+
+def batch_options(
+    retrieval: RetrievalOptions | None,
+    answer: AnswerOptions | None,
+    answer_options: dict[str, Any] | None = None,
+    **given: Any,
+) -> tuple[RetrievalOptions, AnswerOptions, dict[str, Any]]:
+    """The options of a batch run, resolved and checked once, before any question is read.
+
+    Parameters
+    ----------
+    retrieval, answer : RetrievalOptions, AnswerOptions, optional
+        The ``retrieval=`` and ``answer=`` objects (defaults from :mod:`fastrag.options`).
+    answer_options : dict, optional
+        Deprecated (a :class:`DeprecationWarning`): keyword shorthand and
+        rate limits in one dict; pass the objects and the rate limits instead.
+    **given
+        Shorthand set by the way in (``mode``, ``threads``) and the rate
+        limits (:data:`RATE_LIMITS`); ``None`` means not given.
+
+    Returns
+    -------
+    tuple
+        The retrieval options, the answer options and the rate limits set.
+    """
+    shorthand = shorthand_of(**given)
+    if answer_options:
+        warnings.warn(
+            "answer_options= is deprecated: pass retrieval=RetrievalOptions(...), "
+            "answer=AnswerOptions(...) and the rate limits (max_concurrency, "
+            "requests_per_minute, tokens_per_minute) as keywords",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        shorthand = {**dict(answer_options), **shorthand}
+    rate = {k: shorthand.pop(k) for k in RATE_LIMITS if k in shorthand}
+    ropts, aopts = parse_options(shorthand, retrieval, answer)
+    return ropts, aopts, rate
+
+
 def _batches(questions: Iterator[Question], size: int) -> Iterator[list[Question]]:
     batch: list[Question] = []
     for q in questions:
@@ -208,12 +260,18 @@ def answer_file(
     questions: str | Path,
     out: str | Path,
     *,
-    k: int = 5,
+    k: int = DEFAULT_K,
     generator: Any = None,
     batch_size: int = 1024,
     resume: bool = False,
     threads: int | None = None,
     progress: Callable[[BatchProgress], None] | None = None,
+    retrieval: RetrievalOptions | None = None,
+    answer: AnswerOptions | None = None,
+    mode: str | None = None,
+    max_concurrency: int | None = None,
+    requests_per_minute: float | None = None,
+    tokens_per_minute: float | None = None,
     answer_options: dict[str, Any] | None = None,
 ) -> BatchSummary:
     """Answer every question of a file into an output file (see the module docstring).
@@ -235,11 +293,18 @@ def answer_file(
     resume : bool
         Keep the rows ``out`` already holds and skip their questions.
     threads : int, optional
-        Numba threads.
+        Numba threads (shorthand for ``RetrievalOptions.threads``).
     progress : callable, optional
         Called with a :class:`BatchProgress` after each batch.
+    retrieval, answer : RetrievalOptions, AnswerOptions, optional
+        As for :meth:`KnowledgeBase.answer_batch` (resolved once, before the
+        first question is read; an invalid one fails the run at once).
+    mode : str, optional
+        Shorthand for ``RetrievalOptions.mode``.
+    max_concurrency, requests_per_minute, tokens_per_minute : optional
+        As for :meth:`KnowledgeBase.answer_batch`.
     answer_options : dict, optional
-        Further keyword arguments for :meth:`KnowledgeBase.answer_batch`.
+        Deprecated: shorthand and rate limits in one dict (see :func:`batch_options`).
 
     Returns
     -------
@@ -248,6 +313,11 @@ def answer_file(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+    ropts, aopts, rate = batch_options(
+        retrieval, answer, answer_options, mode=mode, threads=threads,
+        max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
+        tokens_per_minute=tokens_per_minute,
+    )  # fmt: skip
     out_path = Path(out)
     total = count_questions(questions)
     writer = open_writer(out_path, resume)
@@ -261,12 +331,9 @@ def answer_file(
             todo = [q for q in batch if q.index not in writer.done]
             if todo:
                 table = kb.answer_batch(
-                    [q.text for q in todo],
-                    k=k,
-                    generator=generator,
-                    threads=threads,
-                    **(answer_options or {}),
-                )
+                    [q.text for q in todo], k=k, generator=generator, retrieval=ropts,
+                    answer=aopts, **rate,
+                )  # fmt: skip
                 table = table.set_column(
                     0, "query_index", pa.array([q.index for q in todo], pa.int32())
                 )

@@ -12,11 +12,38 @@ Each module imports its framework when it is imported itself, never when
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
+from ..options import RetrievalOptions, parse_options, shorthand_of
 from ..types import Hit
 
-__all__ = ["hit_metadata"]
+__all__ = ["hit_metadata", "retrieval_of"]
+
+
+def retrieval_of(
+    retrieval: RetrievalOptions | None,
+    mode: str | None,
+    where: Mapping[str, Any] | None,
+    principal: Any,
+    options: Mapping[str, Any] | None = None,
+) -> RetrievalOptions:
+    """The retrieval options of a framework retriever: ``retrieval`` with the shorthand it sets.
+
+    ``mode``, ``where`` and ``principal`` apply when set (``None``: not
+    given, the object's or the default's value stands); ``options`` (a dict
+    of further shorthand) is deprecated.
+    """
+    shorthand = shorthand_of(mode=mode, where=where, principal=principal)
+    if options:
+        warnings.warn(
+            "options= of a FastragRetriever is deprecated: pass retrieval=RetrievalOptions(...)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        shorthand = {**dict(options), **shorthand}
+    return parse_options(shorthand, retrieval, answers=False)[0]
 
 
 def hit_metadata(hit: Hit) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import MissingDependencyError
-from . import hit_metadata
+from ..options import DEFAULT_K, RetrievalOptions
+from . import hit_metadata, retrieval_of
 
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -44,23 +45,27 @@ class FastragRetriever(BaseRetriever):
     ----------
     kb : KnowledgeBase
         The knowledge base to search.
-    k : int, default 5
+    k : int, default DEFAULT_K (5)
         Chunks per question.
+    retrieval : RetrievalOptions, optional
+        The retrieval options, as ``retrieval=`` of :meth:`KnowledgeBase.retrieve`.
     mode : {"hybrid", "vector", "keyword"}, optional
-        Retrieval mode; default the knowledge base's.
+        Shorthand for ``retrieval.mode``; default the knowledge base's.
     where : dict, optional
-        Metadata filter (see :meth:`KnowledgeBase.retrieve`).
+        Shorthand for ``retrieval.where`` (a metadata filter).
     principal : Principal, optional
-        Who asks: chunks whose ``acl`` does not admit them are never returned.
+        Shorthand for ``retrieval.principal``: who asks (chunks whose ``acl``
+        does not admit them are never returned).
     options : dict, optional
-        Further keyword arguments of :meth:`KnowledgeBase.retrieve`
-        (``group_by``, ``exact``, ``rewrite``, ``reranker``, ``threads``).
+        Deprecated (a :class:`DeprecationWarning` per call): further shorthand;
+        pass ``retrieval=RetrievalOptions(...)``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     kb: Any
-    k: int = 5
+    k: int = DEFAULT_K
+    retrieval: RetrievalOptions | None = None
     mode: str | None = None
     where: dict[str, Any] | None = None
     principal: Any = None
@@ -69,10 +74,10 @@ class FastragRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        hits = self.kb.retrieve(
-            query, k=self.k, mode=self.mode, where=self.where, principal=self.principal,
-            **self.options,
-        )  # fmt: skip
+        retrieval = retrieval_of(
+            self.retrieval, self.mode, self.where, self.principal, self.options
+        )
+        hits = self.kb.retrieve(query, k=self.k, retrieval=retrieval)
         return [
             Document(page_content=h.text, metadata=hit_metadata(h), id=str(h.chunk_id))
             for h in hits

@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import MissingDependencyError
-from . import hit_metadata
+from ..options import DEFAULT_K, RetrievalOptions
+from . import hit_metadata, retrieval_of
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -55,16 +56,20 @@ class FastragRetriever(BaseRetriever):
     ----------
     kb : KnowledgeBase
         The knowledge base to search.
-    k : int, default 5
+    k : int, default DEFAULT_K (5)
         Chunks per question.
+    retrieval : RetrievalOptions, optional
+        The retrieval options, as ``retrieval=`` of :meth:`KnowledgeBase.retrieve`.
     mode : {"hybrid", "vector", "keyword"}, optional
-        Retrieval mode; default the knowledge base's.
+        Shorthand for ``retrieval.mode``; default the knowledge base's.
     where : dict, optional
-        Metadata filter (see :meth:`KnowledgeBase.retrieve`).
+        Shorthand for ``retrieval.where`` (a metadata filter).
     principal : Principal, optional
-        Who asks: chunks whose ``acl`` does not admit them are never returned.
+        Shorthand for ``retrieval.principal``: who asks (chunks whose ``acl``
+        does not admit them are never returned).
     options : dict, optional
-        Further keyword arguments of :meth:`KnowledgeBase.retrieve`.
+        Deprecated (a :class:`DeprecationWarning` per call): further shorthand;
+        pass ``retrieval=RetrievalOptions(...)``.
     **kwargs
         Passed to LlamaIndex's ``BaseRetriever`` (``callback_manager``, ...).
     """
@@ -73,7 +78,8 @@ class FastragRetriever(BaseRetriever):
         self,
         kb: Any,
         *,
-        k: int = 5,
+        k: int = DEFAULT_K,
+        retrieval: RetrievalOptions | None = None,
         mode: str | None = None,
         where: dict[str, Any] | None = None,
         principal: Any = None,
@@ -83,16 +89,17 @@ class FastragRetriever(BaseRetriever):
         super().__init__(**kwargs)
         self.kb = kb
         self.k = k
+        self.retrieval = retrieval
         self.mode = mode
         self.where = where
         self.principal = principal
         self.options = dict(options or {})
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = self.kb.retrieve(
-            query_bundle.query_str, k=self.k, mode=self.mode, where=self.where,
-            principal=self.principal, **self.options,
-        )  # fmt: skip
+        retrieval = retrieval_of(
+            self.retrieval, self.mode, self.where, self.principal, self.options
+        )
+        hits = self.kb.retrieve(query_bundle.query_str, k=self.k, retrieval=retrieval)
         out = []
         for h in hits:
             node_metadata = hit_metadata(h)

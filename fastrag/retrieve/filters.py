@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..index.stores.base import Condition, Pushdown
+from ..options import Principal
 from ..store.documents import parse_updated_at
 
 __all__ = [
@@ -70,37 +70,6 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 _ALIASES = {"==": "eq", "!=": "ne", ">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
 _NUMERIC_COLUMNS = ("chunk_id", "ord", "start", "end")
 _STRING_COLUMNS = ("doc_id", "title", "source", "section")
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is asking: a user and the groups they belong to.
-
-    Parameters
-    ----------
-    user : str, optional
-        The user's principal name.
-    groups : iterable of str
-        Group names.
-    """
-
-    user: str | None = None
-    groups: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.user is not None and not isinstance(self.user, str):
-            raise ConfigError(f"Principal.user must be a str, got {type(self.user).__name__}")
-        groups = self.groups
-        if isinstance(groups, str) or not isinstance(groups, Iterable):
-            raise ConfigError("Principal.groups must be a list of group names, not a string")
-        groups = tuple(groups)
-        if not all(isinstance(g, str) for g in groups):
-            raise ConfigError("Principal.groups must hold strings")
-        object.__setattr__(self, "groups", groups)
-
-    def names(self) -> frozenset[str]:
-        """Every name that can admit this principal (the user and the groups)."""
-        return frozenset(([self.user] if self.user else []) + list(self.groups))
 
 
 def _conditions(field: str, cond: Any) -> list[tuple[str, Any]]:

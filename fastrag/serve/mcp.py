@@ -3,7 +3,8 @@
 Served through the official ``mcp`` SDK.
 
 - ``search(query, kb=None, k=5, mode=None, snapshot=None)``: the retrieved
-  chunks, each with its citation marker, source, title, score and text;
+  chunks, each as ``/v1/retrieve`` writes it (:func:`~fastrag.serve.shared.hit_json`:
+  rank, citation marker, ids, text, score, relevance, metadata, title, source);
 - ``answer(question, kb=None, k=5, snapshot=None)``: the cited answer with
   its hits, citations, confidence, faithfulness and warnings;
 - ``snapshot`` (an id or a tag) answers from that kept snapshot of the
@@ -36,9 +37,11 @@ from mcp_types import INVALID_PARAMS
 
 from .. import __version__
 from ..errors import FastragError, RequestError
+from ..options import DEFAULT_K
 from .keys import TRUSTED, Caller
 from .registry import Registry
 from .schemas import K, check_k
+from .shared import hits_json, request_options
 
 __all__ = ["build_mcp", "caller_of", "sql_tool_of"]
 
@@ -108,7 +111,7 @@ def build_mcp(
         middleware=[_ResourceFilter()],
     )
 
-    def check(k: int) -> int:  # the HTTP API's rule: K (strict int) and check_k
+    def check(k: object) -> int:  # the HTTP API's rule: K (strict int) and check_k
         try:
             return check_k(k, max_k)
         except RequestError as exc:
@@ -127,40 +130,25 @@ def build_mcp(
         "citation markers, sources, titles and scores.",
     )
     async def search(
-        query: str, ctx: Context, kb: str | None = None, k: K = 5, mode: str | None = None,
-        snapshot: str | None = None,
+        query: str, ctx: Context, kb: str | None = None, k: K = DEFAULT_K,
+        mode: str | None = None, snapshot: str | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
 
         def run() -> tuple[Any, str | None]:
             sid = current.kb.snapshot_id(snapshot) if snapshot is not None else current.snapshot
-            found = current.kb.retrieve(
-                query, check(k), mode=mode, principal=caller.principal, threads=threads,
-                snapshot=snapshot,
-            )  # fmt: skip
+            retrieval, _ = request_options(
+                {"mode": mode}, principal=caller.principal, threads=threads
+            )
+            found = current.kb.retrieve(query, check(k), retrieval=retrieval, snapshot=snapshot)
             return found, sid
 
         try:
             hits, sid = await anyio.to_thread.run_sync(run)
         except FastragError as exc:
             raise ToolError(str(exc)) from None
-        return {
-            "kb": served.name,
-            "snapshot": sid,
-            "hits": [
-                {
-                    "marker": f"[{i}]",
-                    "chunk_id": h.chunk_id,
-                    "doc_id": h.doc_id,
-                    "title": h.metadata.get("title"),
-                    "source": h.metadata.get("source"),
-                    "score": h.score,
-                    "text": h.text,
-                }
-                for i, h in enumerate(hits, 1)
-            ],
-        }
+        return {"kb": served.name, "snapshot": sid, "hits": hits_json(hits)}
 
     @server.tool(
         name="answer",
@@ -168,21 +156,24 @@ def build_mcp(
         "says plainly when the knowledge base does not hold the answer.",
     )
     async def answer(
-        question: str, ctx: Context, kb: str | None = None, k: K = 5,
+        question: str, ctx: Context, kb: str | None = None, k: K = DEFAULT_K,
         snapshot: str | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
+        retrieval, options = request_options(
+            {}, principal=caller.principal, threads=threads, answer={}
+        )
         try:
             ans = await anyio.to_thread.run_sync(
                 lambda: current.kb.answer(
                     question,
                     check(k),
                     generator=generator,
-                    principal=caller.principal,
-                    threads=threads,
+                    retrieval=retrieval,
+                    answer=options,
                     snapshot=snapshot,
-                )
+                )  # fmt: skip
             )
         except FastragError as exc:
             raise ToolError(str(exc)) from None

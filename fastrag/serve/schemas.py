@@ -9,7 +9,11 @@ call. Bounds that depend on the server (``k``, batch sizes) are checked by
 ``k`` has one definition for the HTTP API and the MCP tools: the type
 :data:`K` (a JSON integer, never a boolean, a string or a float) and
 :func:`check_k`, which applies the engine's own rule
-(:func:`fastrag.retrieve.options.check_k`) with the server's ``max_k``.
+(:func:`fastrag.options.check_k`) with the server's ``max_k``.
+
+Defaults are not written here: every field an option carries defaults to
+the option's own default (:data:`fastrag.options.RETRIEVAL_DEFAULTS`,
+:data:`~fastrag.options.ANSWER_DEFAULTS`, :data:`~fastrag.options.DEFAULT_K`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from ..errors import ConfigError, RequestError
-from ..retrieve.options import check_k as _engine_check_k
+from ..options import ANSWER_DEFAULTS, DEFAULT_K, RETRIEVAL_DEFAULTS
+from ..options import check_k as _engine_check_k
 
 __all__ = [
     "AnswerBatchRequest",
@@ -47,11 +52,11 @@ class _Body(BaseModel):
 
 class _Retrieval(_Body):
     kb: str | None = None
-    k: K = 5
+    k: K = DEFAULT_K
     mode: Mode | None = None
     where: dict[str, Any] | None = None
-    exact: bool = False
-    rewrite: bool = True
+    exact: bool = RETRIEVAL_DEFAULTS.exact
+    rewrite: bool = RETRIEVAL_DEFAULTS.rewrite
     snapshot: str | None = Field(default=None, min_length=1, max_length=128)
     """A kept snapshot's id or tag to answer from (default: the served one)."""
     acl_statistics: AclStatistics | None = None
@@ -73,11 +78,11 @@ class RetrieveBatchRequest(_Retrieval):
 
 class _Answering(_Retrieval):
     stream: bool = False
-    budget: int | None = Field(default=3000, ge=1)
-    max_age_days: float | None = Field(default=180, ge=0)
-    min_faithfulness: float = Field(default=0.5, ge=0.0, le=1.0)
-    replace_unfaithful: bool = False
-    detect_conflicts: bool = True
+    budget: int | None = Field(default=ANSWER_DEFAULTS.budget, ge=1)
+    max_age_days: float | None = Field(default=ANSWER_DEFAULTS.max_age_days, ge=0)
+    min_faithfulness: float = Field(default=ANSWER_DEFAULTS.min_faithfulness, ge=0.0, le=1.0)
+    replace_unfaithful: bool = ANSWER_DEFAULTS.replace_unfaithful
+    detect_conflicts: bool = True  # the rules (ANSWER_DEFAULTS.detect_conflicts); no callable here
     distill: Literal["extractive"] | None = None
 
     def answer_options(self) -> dict[str, Any]:
@@ -151,7 +156,7 @@ class ChatRequest(_Body):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    k: K = 5
+    k: K = DEFAULT_K
     mode: Mode | None = None
     where: dict[str, Any] | None = None
     acl_statistics: AclStatistics | None = None
