@@ -369,7 +369,7 @@ class Tokenizer:
         """
         data, offsets = as_utf8(texts)
         if threads is None and offsets[-1] - offsets[0] < _kernels.PARALLEL_MIN_BYTES:
-            return self.tokenize_buffers(data, offsets)  # serial kernels: no thread setting to change
+            return self.tokenize_buffers(data, offsets)  # serial kernels: no thread switch
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
             return self.tokenize_buffers(data, offsets)
 
