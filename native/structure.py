@@ -122,7 +122,12 @@ def _header_cell(src, r, hi, classes) -> bool:
         if c == 10 or c == 124:
             return False
         if c == 58:
-            return k >= 1 and r + 1 < hi and src[r + 1] != 10 and _space_width(src, r + 1, hi, classes) > 0
+            return (
+                k >= 1
+                and r + 1 < hi
+                and src[r + 1] != 10
+                and _space_width(src, r + 1, hi, classes) > 0
+            )
         r += 1
         while r < hi and (src[r] & 0xC0) == 0x80:
             r += 1
@@ -368,7 +373,8 @@ def _pack(buf, units, nu, window, step, cells, cap, heads, hcap):
 
     ``cells[c]`` receives ``(start_char, end_char, start_byte, end_byte,
     heading, table, row)`` (heading: local index of the innermost heading in
-    effect, or -1; table and row of a record's chunks, from 1, else -1); ``heads[h]`` receives ``(parent, text_start_byte, text_end_byte,
+    effect, or -1; table and row of a record's chunks, from 1, else -1);
+    ``heads[h]`` receives ``(parent, text_start_byte, text_end_byte,
     path_bytes)`` of heading ``h``.
     """
     stack_lv = np.zeros(_MAX_DEPTH + 1, dtype=np.int64)

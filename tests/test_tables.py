@@ -15,7 +15,11 @@ pytest.importorskip("selectolax")
 
 HEADER = ["Fault code", "Symptom", "Fix"]
 ROWS = [
-    ["SV0432", "Spindle overheats and stops", "Check the coolant tank level is at least 80 percent"],
+    [
+        "SV0432",
+        "Spindle overheats and stops",
+        "Check the coolant tank level is at least 80 percent",
+    ],
     ["SV0417", "Servo parameter invalid", "Re-enter the servo parameters from the sheet"],
     ["SV0301", "Axis does not move", "Release the emergency stop and reset the drive"],
     ["SV0510", "Door switch open", "Close the door until the switch clicks"],
@@ -114,7 +118,9 @@ def test_a_question_on_a_row_finds_it_and_answers_with_the_cell(manual):
 def test_auto_chooses_structure_for_loaded_files_and_windows_for_plain_text(tmp_path):
     plain = " ".join(f"word{i}" for i in range(120))
     (tmp_path / "notes.txt").write_text(plain, encoding="utf-8")
-    (tmp_path / "guide.md").write_text("# Guide\n\nshort words\n\n## Next\n\nmore", encoding="utf-8")
+    (tmp_path / "guide.md").write_text(
+        "# Guide\n\nshort words\n\n## Next\n\nmore", encoding="utf-8"
+    )
     docs = sorted(load_documents([str(tmp_path)]), key=lambda d: d["id"])
     assert [d.get("format") for d in docs] == ["markdown", None]
     kb = KnowledgeBase.build(docs)

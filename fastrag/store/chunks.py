@@ -190,7 +190,7 @@ def _metadata_column(
     table: np.ndarray | None,
     table_row: np.ndarray | None,
 ) -> pa.DictionaryArray:
-    """The per-chunk metadata: the document's, plus ``table`` and ``row`` on a table row's chunks."""
+    """The per-chunk metadata: the document's, and ``table`` and ``row`` on a table row's chunks."""
     if table is None or table_row is None or not (table >= 0).any():
         return _dict_column(metadata, take)
     rows = np.flatnonzero(table >= 0)

@@ -62,6 +62,7 @@ def is_structured(fmt: Any) -> bool:
     """Whether a document's ``format`` metadata value asks ``mode="auto"`` for structure."""
     return isinstance(fmt, str) and fmt in STRUCTURED_FORMATS
 
+
 TextsLike: TypeAlias = Sequence[str] | pa.Array | pa.ChunkedArray
 """What :meth:`Chunker.chunk` accepts."""
 
@@ -255,9 +256,7 @@ class Chunker:
             if structured is not None:
                 flags = np.asarray(structured, dtype=bool).reshape(-1)
                 if flags.size != n_docs:
-                    raise ConfigError(
-                        f"structured has {flags.size} flags for {n_docs} documents"
-                    )
+                    raise ConfigError(f"structured has {flags.size} flags for {n_docs} documents")
             if flags.all() and n_docs:
                 mode = "structure"
             elif not flags.any():

@@ -120,8 +120,8 @@ def _text_tables(words: list[dict[str, Any]]) -> list[tuple[Box, list[list[str]]
             gap = lines[j][0]["top"] - lines[j - 1][0]["bottom"]
             if gap > LEADING * height:
                 break
-            segs = _segments(lines[j])
-            if len(segs) < 2 and segs[0][0] <= lines[i][0]["x0"] + ALIGN:
+            here = _segments(lines[j])
+            if len(here) < 2 and here[0][0] <= lines[i][0]["x0"] + ALIGN:
                 break  # a line of prose starting at the left edge
             j += 1
         run = lines[i:j]
