@@ -315,7 +315,9 @@ class Chunker:
         return out
 
 
-def _subset(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+def _subset(
+    data: np.ndarray, offsets: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``(data, offsets)`` of the documents ``rows`` only (their bytes copied)."""
     base = offsets - offsets[0]
     texts = pa.LargeStringArray.from_buffers(
@@ -331,8 +333,10 @@ def _mixed(
     n_docs = int(offsets.size - 1)
     rows_s = np.flatnonzero(flags)
     rows_w = np.flatnonzero(~flags)
-    s = chunker._structure(*_subset(data, offsets, rows_s), threads)
-    w = chunker._windows(*_subset(data, offsets, rows_w), threads)
+    s_data, s_offsets = _subset(data, offsets, rows_s)
+    w_data, w_offsets = _subset(data, offsets, rows_w)
+    s = chunker._structure(s_data, s_offsets, threads)
+    w = chunker._windows(w_data, w_offsets, threads)
     doc = np.concatenate([rows_s[s.chunk_doc], rows_w[w.chunk_doc]]).astype(np.int64)
     order = np.argsort(doc, kind="stable")  # each part is in order within a document
 
