@@ -12,8 +12,9 @@ its first line the header. A line whose first column is empty continues the
 row above it (a cell wrapped onto a second line). Prose never qualifies: its
 lines are one segment each.
 
-pdfplumber's own text strategy (``vertical_strategy="text"``) was tried on
-the generated manuals of ``benchmarks/eval_tables.py`` first: it draws a
+pdfplumber's own text strategy (``vertical_strategy="text"``,
+``horizontal_strategy="text"``, its default tolerances) was tried on a
+generated manual like those of ``benchmarks/eval_tables.py`` first: it draws a
 column edge wherever three words line up, so cells that begin with the same
 phrase ("Check the coolant tank level ...") were cut word by word and the
 prose around the table was taken in as rows. The gaps between words are
