@@ -314,7 +314,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         docs,
         window=200 if args.window is None else args.window,
         overlap=40 if args.overlap is None else args.overlap,
-        chunking=args.chunking or "windows",
+        chunking=args.chunking or "auto",
         embedder=embedder,
         index=args.index or "exact",
         threads=args.threads,
@@ -693,9 +693,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overlap", type=int, default=None, help="chunk overlap in characters (40)")
     p.add_argument(
         "--chunking",
-        choices=("windows", "structure"),
+        choices=("auto", "windows", "structure"),
         default=None,
-        help="windows (default) or structure: whole headings, paragraphs, list items "
+        help="auto (default: structure for PDF, HTML, Word and Markdown, windows for the rest), "
+        "windows, or structure: whole headings, paragraphs, list items "
         "and table rows packed up to the window, each chunk with its heading path",
     )
     p.add_argument(
@@ -810,7 +811,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overlap", type=int, default=40, help="chunk overlap in characters (40)")
     p.add_argument(
         "--chunking",
-        choices=("windows", "structure"),
+        choices=("auto", "windows", "structure"),
         default="windows",
         help="chunking mode (default windows)",
     )

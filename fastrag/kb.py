@@ -138,7 +138,7 @@ class KnowledgeBase:
     @classmethod
     def build(
         cls, docs: Iterable[Any], *, window: int = 200, overlap: int = 40,
-        chunking: str = "windows", embedder: Embedder | None = None,
+        chunking: str = "auto", embedder: Embedder | None = None,
         index: str | VectorStore = "exact",
         hnsw: HnswConfig | dict[str, Any] | None = None, keyword: bool = True,
         tokenizer: Tokenizer | None = None, retrieval: RetrievalConfig | None = None,
@@ -149,10 +149,13 @@ class KnowledgeBase:
         """Chunk, embed and index documents (see README, "Library quick start").
 
         ``docs`` (:class:`~fastrag.Document` objects or dicts with ``id`` and
-        ``text``) are consumed once, in batches. ``chunking`` is ``"windows"``
+        ``text``) are consumed once, in batches. ``chunking`` is ``"auto"``
+        (structure for documents a PDF, HTML, Word or Markdown loader read,
+        by their ``format``; windows for every other), ``"windows"``
         (``window``/``overlap`` characters) or ``"structure"`` (whole
         headings, paragraphs, list items and table rows packed up to
-        ``window``, each chunk with its heading path as ``section``).
+        ``window``, each chunk with its heading path as ``section``; a
+        loader's table row is a chunk of its own with ``table`` and ``row``).
         ``embedder`` defaults to a :class:`~fastrag.VocabularyEmbedder`
         fitted on the chunks; ``index`` is ``"exact"``, ``"hnsw"``,
         ``"auto"`` (exact below 5,000 chunks or when HNSW recall@10 is under

@@ -8,7 +8,12 @@ end at ``\n``; leading white space of a line is ignored):
 
 - a **heading** is a line starting with one to six ``#`` then white space or
   the line's end; its level is the number of ``#``;
-- a **table row** is a line starting with ``|``;
+- a **table row** is a line starting with ``|`` (Markdown);
+- a **record** is a line of at least two ``Header: value`` cells separated
+  by ``|`` with white space on both sides (what the PDF, HTML and Word
+  loaders write for a table row, ``Fault code: SV0432 | Fix: ...``): a cell
+  is a header cell when one to eighty characters other than ``:`` and ``|``
+  are followed by ``:`` and white space;
 - a **list item** starts with ``-``, ``*`` or ``+``, or with one to nine
   ASCII digits then ``.`` or ``)``, each followed by white space or the
   line's end, and takes the lines after it up to a blank line or the next
@@ -23,7 +28,14 @@ Units are packed into chunks of at most ``window`` characters: whole
 consecutive units while they fit; a heading starts a new chunk unless the
 chunk so far holds only headings; a unit that does not fit an empty chunk
 (or one holding only headings, which are then cut with it) is cut into
-sliding windows of ``window`` characters overlapping by ``overlap``. Every
+sliding windows of ``window`` characters overlapping by ``overlap``. A
+record is a chunk of its own, never packed with another unit (the chunk
+before it, even one of headings only, is closed first); a record longer
+than ``window`` is cut at its cell separators into runs of whole cells of
+at most ``window`` characters (a cell longer than that by sliding windows).
+Consecutive records are one table: every chunk of a record carries its
+table's number in the document and its row's number in the table (from 1;
+-1 for other chunks). Every
 chunk is ``normalised[start:end]``; two packed chunks in a row are separated
 by the single space between their units. Each chunk carries the heading path
 in effect at its end (``"Guide > Install"``) as an index into a table of
@@ -54,6 +66,9 @@ _HEADING = 2
 _LIST = 3
 _TABLE = 4
 _FENCE = 5
+_RECORD = 6
+
+_HEADER_CHARS = 80  # most characters before the ':' of a header cell
 
 _MAX_DEPTH = 6  # heading levels
 
@@ -99,6 +114,67 @@ def _is_sep(src, q, hi, classes) -> bool:  # pragma: no cover - inlined
 
 
 @kernel
+def _header_cell(src, r, hi, classes) -> bool:
+    """Whether the cell starting at ``src[r]`` opens with ``Header:`` and white space."""
+    k = 0
+    while r < hi and k <= _HEADER_CHARS:
+        c = src[r]
+        if c == 10 or c == 124:
+            return False
+        if c == 58:
+            return (
+                k >= 1
+                and r + 1 < hi
+                and src[r + 1] != 10
+                and _space_width(src, r + 1, hi, classes) > 0
+            )
+        r += 1
+        while r < hi and (src[r] & 0xC0) == 0x80:
+            r += 1
+        k += 1
+    return False
+
+
+@kernel
+def _is_record(src, q, hi, classes) -> bool:
+    r"""Whether the line whose first non-space byte is ``src[q]`` has two header cells.
+
+    Cells are separated like ``re.finditer(r"\s+\|\s+", line)`` separates them:
+    a ``|`` with white space before and after it, the white space included.
+    """
+    count = 1 if _header_cell(src, q, hi, classes) else 0
+    p = q
+    prev_space = False
+    while p < hi:
+        c = src[p]
+        if c == 10:
+            break
+        if c > 0x20 and classes[c] == 0:
+            if c == 124 and prev_space:
+                r = p + 1
+                if r < hi and src[r] != 10 and _space_width(src, r, hi, classes) > 0:
+                    while r < hi and src[r] != 10:
+                        w = _space_width(src, r, hi, classes)
+                        if w == 0:
+                            break
+                        r += w
+                    if r < hi and src[r] != 10 and _header_cell(src, r, hi, classes):
+                        count += 1
+                        if count >= 2:
+                            return True
+                    p = r
+                    prev_space = False
+                    continue
+            prev_space = False
+            p += 1
+            continue
+        w = _space_width(src, p, hi, classes)
+        prev_space = w > 0
+        p += w if w > 0 else 1
+    return False
+
+
+@kernel
 def _classify(src, q, hi, classes):
     """Kind and level of the line whose first non-space byte is ``src[q]``.
 
@@ -114,20 +190,20 @@ def _classify(src, q, hi, classes):
             k += 1
         if k <= _MAX_DEPTH and _is_sep(src, q + k, hi, classes):
             return _HEADING, np.int64(k)
-        return _PARA, np.int64(0)
     if b == 124:  # '|'
         return _TABLE, np.int64(0)
     if b == 45 or b == 42 or b == 43:  # '-', '*', '+'
         if _is_sep(src, q + 1, hi, classes):
             return _LIST, np.int64(0)
-        return _PARA, np.int64(0)
-    if 48 <= b <= 57:
+    elif 48 <= b <= 57:
         k = 0
         while q + k < hi and 48 <= src[q + k] <= 57:
             k += 1
         if k <= 9 and q + k < hi and (src[q + k] == 46 or src[q + k] == 41):
             if _is_sep(src, q + k + 1, hi, classes):
                 return _LIST, np.int64(0)
+    if _is_record(src, q, hi, classes):
+        return _RECORD, np.int64(0)
     return _PARA, np.int64(0)
 
 
@@ -227,6 +303,8 @@ def _cut(buf, lo_ch, hi_ch, lo_by, hi_by, step, window, cells, nc, cap) -> int:
         cells[c, 1] = min(lo_ch + j * step + window, hi_ch)
         cells[c, 2] = lo_by + starts[j]
         cells[c, 3] = lo_by + ends[j] if j < k - 1 else hi_by
+        cells[c, 5] = -1
+        cells[c, 6] = -1
     return k
 
 
@@ -237,7 +315,56 @@ def _emit(cells, nc, cap, s_ch, e_ch, s_by, e_by) -> int:  # pragma: no cover - 
         cells[nc, 1] = e_ch
         cells[nc, 2] = s_by
         cells[nc, 3] = e_by
+        cells[nc, 5] = -1
+        cells[nc, 6] = -1
     return nc + 1
+
+
+@kernel
+def _cut_record(buf, s_ch, e_ch, s_by, e_by, step, window, cells, nc, cap) -> int:
+    """Cut a record longer than ``window`` at its ``" | "`` separators; return the chunk count.
+
+    Whole cells are packed while the run stays within ``window`` characters;
+    a cell longer than that is cut into sliding windows.
+    """
+    active = False
+    ps_ch = 0
+    ps_by = 0
+    pe_ch = 0
+    pe_by = 0
+    c_ch = s_ch
+    c_by = s_by
+    while True:
+        q = c_by
+        q_ch = c_ch
+        found = False
+        while q < e_by:
+            if buf[q] == 32 and q + 2 < e_by and buf[q + 1] == 124 and buf[q + 2] == 32:
+                found = True
+                break
+            q += 1
+            while q < e_by and (buf[q] & 0xC0) == 0x80:
+                q += 1
+            q_ch += 1
+        if active and q_ch - ps_ch <= window:
+            pe_ch = q_ch
+            pe_by = q
+        else:
+            if active:
+                nc = _emit(cells, nc, cap, ps_ch, pe_ch, ps_by, pe_by)
+                active = False
+            if q_ch - c_ch <= window:
+                active = True
+                ps_ch, ps_by, pe_ch, pe_by = c_ch, c_by, q_ch, q
+            elif nc < cap:
+                nc += _cut(buf, c_ch, q_ch, c_by, q, step, window, cells, nc, cap)
+        if not found:
+            break
+        c_by = q + 3
+        c_ch = q_ch + 3
+    if active:
+        nc = _emit(cells, nc, cap, ps_ch, pe_ch, ps_by, pe_by)
+    return nc
 
 
 @kernel
@@ -245,8 +372,9 @@ def _pack(buf, units, nu, window, step, cells, cap, heads, hcap):
     """Pack units into chunks; return ``(chunks, headings)``.
 
     ``cells[c]`` receives ``(start_char, end_char, start_byte, end_byte,
-    heading)`` (heading: local index of the innermost heading in effect, or
-    -1); ``heads[h]`` receives ``(parent, text_start_byte, text_end_byte,
+    heading, table, row)`` (heading: local index of the innermost heading in
+    effect, or -1; table and row of a record's chunks, from 1, else -1);
+    ``heads[h]`` receives ``(parent, text_start_byte, text_end_byte,
     path_bytes)`` of heading ``h``.
     """
     stack_lv = np.zeros(_MAX_DEPTH + 1, dtype=np.int64)
@@ -254,6 +382,8 @@ def _pack(buf, units, nu, window, step, cells, cap, heads, hcap):
     depth = 0
     nh = 0
     nc = 0
+    table = 0
+    row = 0
     active = False
     content = False
     cs_ch = 0
@@ -287,6 +417,31 @@ def _pack(buf, units, nu, window, step, cells, cap, heads, hcap):
             stack_h[depth] = nh
             depth += 1
             nh += 1
+        if kind == _RECORD:
+            # A record is a chunk of its own: close the chunk before it, even
+            # one of headings only.
+            sec = stack_h[depth - 1] if depth > 0 else -1
+            first = nc
+            if active:
+                nc = _emit(cells, nc, cap, cs_ch, ce_ch, cs_by, ce_by)
+                active = False
+                content = False
+            if j > 0 and units[j - 1, 4] == _RECORD:
+                row += 1
+            else:
+                table += 1
+                row = 1
+            mid = nc
+            if e_ch - s_ch <= window:
+                nc = _emit(cells, nc, cap, s_ch, e_ch, s_by, e_by)
+            elif nc < cap:
+                nc = _cut_record(buf, s_ch, e_ch, s_by, e_by, step, window, cells, nc, cap)
+            for c in range(first, min(nc, cap)):
+                cells[c, 4] = sec
+                if c >= mid:
+                    cells[c, 5] = table
+                    cells[c, 6] = row
+            continue
         is_content = kind != _HEADING
         if active and e_ch - cs_ch <= window:
             ce_ch = e_ch
@@ -372,8 +527,8 @@ def _structure_pass(
 def _write_doc(
     i, data, offsets, classes, uslot, cslot, cells, heads, counts, n_heads,
     first_chunk, first_byte, first_head, first_head_byte,
-    chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, text_offsets, text_data,
-    section_offsets, section_data,
+    chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, chunk_table, chunk_row,
+    text_offsets, text_data, section_offsets, section_data,
 ) -> None:  # fmt: skip
     """Pass 2 for document ``i``: chunk rows, chunk bytes and heading paths."""
     k = counts[i]
@@ -415,6 +570,8 @@ def _write_doc(
         chunk_end[r] = cells[c0 + j, 1]
         local = cells[c0 + j, 4]
         chunk_section[r] = h0 + local if local >= 0 else -1
+        chunk_table[r] = cells[c0 + j, 5]
+        chunk_row[r] = cells[c0 + j, 6]
         b_lo = cells[c0 + j, 2]
         b_hi = cells[c0 + j, 3]
         size = b_hi - b_lo
@@ -427,8 +584,8 @@ def _write_doc(
 def _write_pass(
     data, offsets, uslot, cslot, cells, heads, counts, n_heads,
     first_chunk, first_byte, first_head, first_head_byte,
-    chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, text_offsets, text_data,
-    section_offsets, section_data,
+    chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, chunk_table, chunk_row,
+    text_offsets, text_data, section_offsets, section_data,
 ) -> None:  # fmt: skip
     """Pass 2 of :func:`structure_utf8`, parallel over documents."""
     classes = byte_classes()
@@ -436,8 +593,8 @@ def _write_pass(
         _write_doc(
             i, data, offsets, classes, uslot, cslot, cells, heads, counts, n_heads,
             first_chunk, first_byte, first_head, first_head_byte,
-            chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, text_offsets, text_data,
-            section_offsets, section_data,
+            chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, chunk_table, chunk_row,
+            text_offsets, text_data, section_offsets, section_data,
         )  # fmt: skip
 
 
@@ -478,6 +635,9 @@ def structure_utf8(
     section_data : uint8[section_offsets[-1]]
         UTF-8 bytes of every heading path (`` > ``-joined), one per heading
         (equal paths may repeat).
+    chunk_table, chunk_row : int32[n_chunks]
+        Table of the chunk's record in its document and row of the record
+        in its table, both from 1; -1 for a chunk that is not a record's.
     """
     n_docs = offsets.size - 1
     step = window - overlap
@@ -488,12 +648,14 @@ def structure_utf8(
     uslot = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(lines, out=uslot[1:])
     # Chunks: packed ones start at distinct units; the windows of a cut span
-    # of c <= raw characters number at most c // step + 1 (one span per unit).
+    # of c <= raw characters number at most c // step + 1 (one span per unit);
+    # a cut record gives at most one chunk per cell (a cell and its " | " take
+    # four characters or more) besides the windows of its long cells.
     cslot = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(2 * lines + raw // step + 1, out=cslot[1:])
+    np.cumsum(3 * lines + raw // step + raw // 4 + 1, out=cslot[1:])
     units = np.empty((int(uslot[-1]), 6), dtype=np.int64)
     heads = np.empty((int(uslot[-1]), 4), dtype=np.int64)
-    cells = np.empty((int(cslot[-1]), 5), dtype=np.int64)
+    cells = np.empty((int(cslot[-1]), 7), dtype=np.int64)
     clean_bytes = np.empty(n_docs, dtype=np.int64)
     counts = np.empty(n_docs, dtype=np.int64)
     sizes = np.empty(n_docs, dtype=np.int64)
@@ -517,6 +679,8 @@ def structure_utf8(
     chunk_start = np.empty(n_chunks, dtype=np.int64)
     chunk_end = np.empty(n_chunks, dtype=np.int64)
     chunk_section = np.empty(n_chunks, dtype=np.int64)
+    chunk_table = np.empty(n_chunks, dtype=np.int32)
+    chunk_row = np.empty(n_chunks, dtype=np.int32)
     text_offsets = np.empty(n_chunks + 1, dtype=np.int64)
     text_offsets[0] = 0
     text_data = np.empty(int(first_byte[-1]), dtype=np.uint8)
@@ -526,12 +690,12 @@ def structure_utf8(
     _write_pass(
         data, offsets, uslot, cslot, cells, heads, counts, n_heads,
         first_chunk, first_byte, first_head, first_head_byte,
-        chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, text_offsets, text_data,
-        section_offsets, section_data,
+        chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, chunk_table, chunk_row,
+        text_offsets, text_data, section_offsets, section_data,
     )  # fmt: skip
     return (
         chunk_doc, chunk_ord, chunk_start, chunk_end, text_offsets, text_data,
-        chunk_section, section_offsets, section_data,
+        chunk_section, section_offsets, section_data, chunk_table, chunk_row,
     )  # fmt: skip
 
 
@@ -596,7 +760,9 @@ def join_chunks(
     Works for windows and for structure-aware chunks alike: a chunk that
     starts before the end of the previous ones loses the characters already
     written; one that starts after it is preceded by one space (the white
-    space between two units of a normalised document is one space).
+    space between two units of a normalised document is one space; between
+    two chunks of a record cut at its cells it is ``" | "``, which comes back
+    as one space: the words are the same).
 
     Parameters
     ----------
@@ -630,7 +796,9 @@ def join_chunks(
 
 def warmup() -> None:
     """Compile the kernels' one signature each (read-only inputs), or load them from cache."""
-    data = np.frombuffer(b"# a\n\nb c\n- d\n| e\n```\nf\n```\ng h i", dtype=np.uint8)
+    data = np.frombuffer(
+        b"# a\n\nb c\n- d\n| e\n```\nf\n```\ng h i\nk: v | l: w x y", dtype=np.uint8
+    )
     out = structure_utf8(data, np.array([0, 3, data.size], dtype=np.int64), 3, 1)
     doc_starts = np.array([0, 1, out[0].size], dtype=np.int64)
     join_chunks(out[5], out[4], out[2], out[3], doc_starts)

@@ -85,7 +85,7 @@ def test_answer_with_extractive_distill(kb):
     plain = kb.answer("What is the fix for fault code SV0432?")
     ans = kb.answer("What is the fix for fault code SV0432?", distill="extractive")
     assert plain.distilled is None
-    assert ans.text == "Fix: Check the coolant tank level is at least 80 percent [1]"
+    assert ans.text == "Check the coolant tank level is at least 80 percent [1]"
     d = ans.distilled
     assert d is not None and d.distiller == "extractive"
     assert d.facts[0].marker == 1 and d.facts[0].chunk_id == ans.hits[0].chunk_id
@@ -104,7 +104,7 @@ def test_extractive_answers_never_start_or_end_inside_a_word():
     assert out.text == "Wear gloves when handling coolant. [1]"
     # A table row answers with the cell that answers, not the whole run of rows.
     out = gen("What is the fix for fault code SV0417?", [_hit(1, ROWS.replace("\n", " "))])
-    assert out.text == "Fix: Re-enter the servo parameters [1]"
+    assert out.text == "Re-enter the servo parameters [1]"
 
 
 def _config(server: OpenAIServer) -> ClientConfig:

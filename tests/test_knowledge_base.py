@@ -349,7 +349,7 @@ def test_manifest_records_format_embedder_and_counts(kb, tmp_path):
     assert manifest["kernel_abi"] == fastrag._native.KERNEL_ABI
     assert manifest["dim"] == kb.embedder.dim
     assert manifest["embedder"]["vocabulary"] == kb.embedder.vocabulary
-    assert manifest["chunking"] == {"window": 60, "overlap": 10}
+    assert manifest["chunking"] == {"window": 60, "overlap": 10, "mode": "auto"}
     entry = manifest["snapshots"][-1]
     assert entry["chunks"] == len(kb) and entry["documents"] == 4
     for name, info in entry["files"].items():

@@ -12,7 +12,13 @@ from fastrag._native import chunking as window_kernels
 from fastrag._native import structure as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from naive.chunking import WHITESPACE, normalise, structure_chunks, structure_units
+from naive.chunking import (
+    WHITESPACE,
+    normalise,
+    structure_chunks,
+    structure_records,
+    structure_units,
+)
 
 from fastrag._threads import max_threads, threads
 from fastrag.errors import ConfigError
@@ -49,19 +55,22 @@ final words
 def expected(texts: list[str], window: int, overlap: int) -> list[tuple]:
     out = []
     for i, text in enumerate(texts):
+        records = structure_records(text, window, overlap)
         for k, (s, e, chunk, section) in enumerate(structure_chunks(text, window, overlap)):
-            out.append((i, k, s, e, chunk, section))
+            out.append((i, k, s, e, chunk, section, *records[k]))
     return out
 
 
 def rows(chunks: Chunks) -> list[tuple]:
     sections = chunks.section_array()
     assert sections is not None
+    assert chunks.chunk_table is not None and chunks.chunk_row is not None
     return [
-        (int(d), int(o), int(s), int(e), t, sec)
-        for d, o, s, e, t, sec in zip(
+        (int(d), int(o), int(s), int(e), t, sec, int(tb), int(r))
+        for d, o, s, e, t, sec, tb, r in zip(
             chunks.chunk_doc, chunks.chunk_ord, chunks.chunk_start, chunks.chunk_end,
-            chunks.texts(), sections.to_pylist(), strict=True,
+            chunks.texts(), sections.to_pylist(), chunks.chunk_table, chunks.chunk_row,
+            strict=True,
         )
     ]  # fmt: skip
 
@@ -71,7 +80,7 @@ def check(texts: list[str], window: int = 200, overlap: int = 40) -> Chunks:
     chunks = chunker.chunk(texts)
     got = rows(chunks)
     assert got == expected(texts, window, overlap)
-    for d, _, s, e, t, _ in got:
+    for d, _, s, e, t, *_ in got:
         assert normalise(texts[d])[s:e] == t  # offsets are exact
         assert len(t) <= window
     with threads(1):
@@ -180,6 +189,12 @@ _PIECES = st.sampled_from(
         "-",
         "|",
         "x" * 30,
+        "Fault code: ",
+        "a: ",
+        " | ",
+        " |\u3000",
+        ":",
+        "Fix: check the coolant | ",
     ]  # fmt: skip
 )
 
@@ -196,7 +211,7 @@ def test_matches_reference(texts, window, data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab#|-1.`~ \n") + list(WHITESPACE[:8])), max_size=80))
+@given(st.text(alphabet=st.sampled_from(list("ab#|-1.`~: \n") + list(WHITESPACE[:8])), max_size=80))
 def test_matches_reference_on_any_text(text):
     check([text], 9, 3)
 

@@ -114,14 +114,16 @@ class ExtractiveGenerator:
     def _candidates(terms: tuple[set[str], set[str]], hit: Hit) -> list[tuple[float, str]]:
         """``(coverage, text)`` of a hit's whole sentences and of its table rows' answering cells.
 
-        A sentence cut by the hit's window is left out: the first one of a
+        The headings a structure chunk opens with are not part of its first
+        sentence. A sentence cut by the hit's window is left out: the first one of a
         hit that starts inside its document when it starts with a lower-case
         letter, and the last one when it has no end punctuation, ends in a
         letter or digit and follows whole sentences (it was cut inside a
         word or a sentence). A table row is scored as a whole and answers
         with its cells whose header carries a question term and whose value
-        does not merely repeat the question (``Fix: ...`` for "What is the
-        fix for SV0432?"), or the whole row when no cell does; when the
+        does not merely repeat the question (the value of ``Fix: ...`` alone
+        for "What is the fix for SV0432?" when one cell answers, ``Header:
+        value`` pairs when several do), or the whole row when no cell does; when the
         question names numbers or codes, only a row that holds one answers.
         """
         text = hit.text
@@ -132,7 +134,12 @@ class ExtractiveGenerator:
         for s, e, row in units:
             if row >= 0:
                 rows.setdefault(row, []).append((s, e))
+        lead = _headings_length(text, hit.metadata.get("section"))
         for i, (s, e) in enumerate(sentences):
+            if e <= lead:
+                continue  # only the headings the chunk opens with
+            if s < lead:
+                s = lead  # a sentence after the chunk's opening headings, without them
             piece = text[s:e]
             if i == 0 and s == units[0][0] and hit.start > 0 and piece[0].islower():
                 continue  # starts inside a sentence (or a word) the window cut
@@ -155,8 +162,29 @@ class ExtractiveGenerator:
                 value_terms = text_terms(value)[0] | text_terms(value)[1]
                 if text_terms(head)[0] & q_terms and not value_terms <= q_terms:
                     answering.append(cell)
-            out.append((cov, "; ".join(answering) if answering else whole))
+            if len(answering) == 1:  # the one cell that answers: its value
+                out.append((cov, answering[0].partition(":")[2].strip() or answering[0]))
+            else:
+                out.append((cov, "; ".join(answering) if answering else whole))
         return out
+
+
+def _headings_length(text: str, section: Any) -> int:
+    """Characters of the Markdown headings a structure chunk opens with.
+
+    A chunk starts with its headings, the last of them the innermost, whose
+    name ends its ``section``; 0 when the chunk does not open so.
+    """
+    if not isinstance(section, str) or not text.startswith("#"):
+        return 0
+    name = section.rsplit(" > ", 1)[-1]
+    at = text.find("# " + name)
+    end = at + 2 + len(name)
+    if at < 0 or (end < len(text) and text[end] != " "):
+        return 0
+    while end < len(text) and text[end] == " ":
+        end += 1
+    return end
 
 
 def as_generator(generator: Any) -> Callable[[str, Sequence[Hit]], Generation]:

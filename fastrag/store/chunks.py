@@ -153,12 +153,16 @@ def build_batch(
     acl: Sequence[list[str] | None],
     metadata: Sequence[str | None],
     section: pa.DictionaryArray | None = None,
+    table: np.ndarray | None = None,
+    table_row: np.ndarray | None = None,
 ) -> pa.RecordBatch:
     """Assemble one segment from chunk arrays and per-document columns.
 
     ``chunk_doc`` indexes the per-document sequences; ``vectors`` is wrapped,
     not copied. ``section`` is per chunk (the heading path of structure-aware
-    chunks), null for every chunk when omitted.
+    chunks), null for every chunk when omitted. ``table`` and ``table_row``
+    (per chunk, -1 off a table) add ``table`` and ``row`` to the metadata of
+    the chunks cut from a table row.
     """
     n = int(chunk_doc.size)
     take = np.ascontiguousarray(chunk_doc, dtype=np.int64)
@@ -175,10 +179,36 @@ def build_batch(
         _dict_column(sources, take),
         pa.array(updated_at, type=_TIMESTAMP).take(pa.array(take)),
         pa.array(acl, type=pa.list_(pa.string())).take(pa.array(take)),
-        _dict_column(metadata, take),
+        _metadata_column(metadata, take, table, table_row),
         pa.nulls(n, _DICT_STR) if section is None else section.cast(_DICT_STR),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=chunk_schema(dim))
+
+
+def _metadata_column(
+    metadata: Sequence[str | None],
+    take: np.ndarray,
+    table: np.ndarray | None,
+    table_row: np.ndarray | None,
+) -> pa.DictionaryArray:
+    """The per-chunk metadata: the document's, and ``table`` and ``row`` on a table row's chunks."""
+    if table is None or table_row is None or not (table >= 0).any():
+        return _dict_column(metadata, take)
+    rows = np.flatnonzero(table >= 0)
+    values: list[str | None] = list(metadata)
+    indices = take.copy()
+    extra: dict[tuple[int, int, int], int] = {}
+    for r in rows.tolist():
+        key = (int(take[r]), int(table[r]), int(table_row[r]))
+        at = extra.get(key)
+        if at is None:
+            base = metadata[key[0]]
+            meta = orjson.loads(base) if base else {}
+            meta["table"], meta["row"] = key[1], key[2]
+            at = extra[key] = len(values)
+            values.append(orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode())
+        indices[r] = at
+    return _dict_column(values, indices)
 
 
 def instance_starts(batch: pa.RecordBatch) -> np.ndarray:

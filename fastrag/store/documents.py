@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from ..errors import DocumentError
+from ..text.chunking import is_structured
 from ..text.utf8 import unicode_problem
 from ..types import Document
 
@@ -38,6 +39,8 @@ class DocBatch:
     updated_at: list[_dt.datetime | None] = field(default_factory=list)
     acl: list[list[str] | None] = field(default_factory=list)
     metadata: list[str | None] = field(default_factory=list)
+    structured: list[bool] = field(default_factory=list)
+    """Whether each document's ``format`` asks ``chunking="auto"`` for structure."""
     first_index: int = 0
     text_chars: int = 0
 
@@ -145,9 +148,10 @@ def _split(doc: Any, index: int | None) -> tuple[str, str, Mapping[str, Any]]:
 
 
 _Record = tuple[
-    str, str, "str | None", "str | None", "_dt.datetime | None", "list[str] | None", "str | None"
-]
-"""id, text, title, source, updated_at, acl, metadata JSON (a plain tuple: cheap to make)."""
+    str, str, "str | None", "str | None", "_dt.datetime | None", "list[str] | None", "str | None",
+    bool,
+]  # fmt: skip
+"""id, text, title, source, updated_at, acl, metadata JSON, structured (a plain tuple)."""
 
 
 def _record(doc: Any, index: int | None) -> _Record:
@@ -170,6 +174,7 @@ def _record(doc: Any, index: int | None) -> _Record:
         parse_updated_at(meta.get("updated_at"), where=where),
         _acl(meta.get("acl"), where),
         encoded,
+        is_structured(meta.get("format")),
     )
 
 
@@ -226,7 +231,7 @@ def iter_batches(
     seen: set[str] = set()
     batch = DocBatch(first_index=start_index)
     for index, doc in enumerate(docs, start_index):
-        doc_id, text, title, source, updated_at, acl, metadata = _record(doc, index)
+        doc_id, text, title, source, updated_at, acl, metadata, structured = _record(doc, index)
         if doc_id in seen:
             raise DuplicateDocumentError(
                 f"document id {doc_id!r} appears twice (again at position {index})"
@@ -239,6 +244,7 @@ def iter_batches(
         batch.updated_at.append(updated_at)
         batch.acl.append(acl)
         batch.metadata.append(metadata)
+        batch.structured.append(structured)
         batch.text_chars += len(text)
         if batch.text_chars >= batch_chars:
             yield batch

@@ -90,7 +90,7 @@ def chunk_batches(
     for batch in iter_batches(docs):
         if seen is not None:
             seen(batch)
-        chunks = chunker.chunk(batch.texts, threads=threads)
+        chunks = chunker.chunk(batch.texts, threads=threads, structured=batch.structured)
         batch.texts.clear()  # the strings (and the UTF-8 copies CPython caches) can go
         n_docs += len(batch)
         n_chunks += len(chunks)
@@ -157,12 +157,19 @@ def assemble(
     chunk_ord = np.empty(n, dtype=np.int32)
     chunk_start = np.empty(n, dtype=np.int64)
     chunk_end = np.empty(n, dtype=np.int64)
-    sections = [p.chunks.section_array() for p in pending if p.chunks is not None and len(p.chunks)]
-    section = (
-        pa.chunked_array(sections).unify_dictionaries().combine_chunks()
-        if sections and all(a is not None for a in sections)
-        else None
-    )
+    parts = [p.chunks for p in pending if p.chunks is not None and len(p.chunks)]
+    sections = [c.section_array() for c in parts]
+    section = None
+    if any(a is not None for a in sections):  # windows' batches have none: all null
+        filled = [
+            pa.DictionaryArray.from_arrays(pa.nulls(len(c), pa.int32()), pa.array([], pa.string()))
+            if a is None
+            else a
+            for a, c in zip(sections, parts, strict=True)
+        ]
+        section = pa.chunked_array(filled).unify_dictionaries().combine_chunks()
+    table = np.full(n, -1, dtype=np.int32)
+    table_row = np.full(n, -1, dtype=np.int32)
     row = byte = docs = 0
     for p in pending:
         c = p.chunks
@@ -174,6 +181,9 @@ def assemble(
             chunk_ord[row : row + k] = c.chunk_ord
             chunk_start[row : row + k] = c.chunk_start
             chunk_end[row : row + k] = c.chunk_end
+            if c.chunk_table is not None and c.chunk_row is not None:
+                table[row : row + k] = c.chunk_table
+                table_row[row : row + k] = c.chunk_row
             p.chunks = None  # release this batch's buffers now
             row, byte = row + k, byte + b
         docs += len(p.docs)
@@ -198,6 +208,8 @@ def assemble(
         acl=docs_field("acl"),
         metadata=docs_field("metadata"),
         section=section,
+        table=table,
+        table_row=table_row,
     )
 
 

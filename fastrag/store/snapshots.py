@@ -288,8 +288,8 @@ def _check_manifest(root: Path, data: Any) -> Manifest:
     if overlap >= window:
         f.fail("chunking.overlap", f"must be below chunking.window ({window})", overlap)
     mode = chunking.get("mode", "windows")
-    if mode not in ("windows", "structure"):
-        f.fail("chunking.mode", "must be 'windows' or 'structure'", mode)
+    if mode not in ("windows", "structure", "auto"):
+        f.fail("chunking.mode", "must be 'windows', 'structure' or 'auto'", mode)
     index = f.mapping(data["index"], "index")
     kind = f.get(index, "type", "index.type")
     if kind not in INDEX_TYPES:

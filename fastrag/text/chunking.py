@@ -15,11 +15,20 @@ layout; Python strings are encoded once with pyarrow, and the chunk texts come
 back as Arrow buffers, so :meth:`Chunks.text_array` is zero-copy.
 
 ``mode="structure"`` reads the line structure of the raw text first (Markdown
-headings, paragraphs, list items, table rows, fenced blocks; see
-:mod:`fastrag._native.structure`) and packs whole consecutive units into
-chunks of at most ``window`` characters, cutting only a unit longer than the
-window with the sliding windows. Offsets stay exact (``normalised[start:end]``
-is the chunk) and every chunk carries its heading path (:meth:`Chunks.section_array`).
+headings, paragraphs, list items, table rows, fenced blocks, and the records
+``Header: value | Header: value`` the PDF, HTML and Word loaders write for
+table rows; see :mod:`fastrag._native.structure`) and packs whole
+consecutive units into chunks of at most ``window`` characters, cutting only
+a unit longer than the window with the sliding windows. A record is always a
+chunk of its own (cut at its cells when longer than the window) and carries
+its table and row numbers (:attr:`Chunks.chunk_table`, :attr:`Chunks.chunk_row`).
+Offsets stay exact (``normalised[start:end]`` is the chunk) and every chunk
+carries its heading path (:meth:`Chunks.section_array`).
+
+``mode="auto"`` (the default of :meth:`fastrag.KnowledgeBase.build`) chooses
+per document: structure for the documents flagged ``structured`` (those
+whose ``format`` a structured loader set: :data:`STRUCTURED_FORMATS`), the
+windows, exactly as ``mode="windows"`` cuts them, for every other one.
 """
 
 from __future__ import annotations
@@ -40,10 +49,19 @@ from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError
 from .utf8 import encode_utf8, utf8_buffers
 
-__all__ = ["CHUNKING_MODES", "Chunker", "Chunks"]
+__all__ = ["CHUNKING_MODES", "STRUCTURED_FORMATS", "Chunker", "Chunks", "is_structured"]
 
-CHUNKING_MODES = ("windows", "structure")
+CHUNKING_MODES = ("auto", "windows", "structure")
 """What ``Chunker(mode=...)`` accepts."""
+
+STRUCTURED_FORMATS = frozenset(("pdf", "html", "docx", "markdown"))
+"""Document ``format`` values (set by the loaders) that ``mode="auto"`` cuts by structure."""
+
+
+def is_structured(fmt: Any) -> bool:
+    """Whether a document's ``format`` metadata value asks ``mode="auto"`` for structure."""
+    return isinstance(fmt, str) and fmt in STRUCTURED_FORMATS
+
 
 TextsLike: TypeAlias = Sequence[str] | pa.Array | pa.ChunkedArray
 """What :meth:`Chunker.chunk` accepts."""
@@ -75,6 +93,10 @@ class Chunks:
         -1 before a document's first heading; None for windows.
     sections : pyarrow.LargeStringArray or None
         Heading paths (``"Guide > Install"``); None for windows.
+    chunk_table, chunk_row : numpy.ndarray or None
+        int32, the table (in its document) and row (in its table) of a
+        chunk cut from a table record, both from 1, else -1; None for
+        windows.
     """
 
     chunk_doc: np.ndarray
@@ -86,6 +108,8 @@ class Chunks:
     n_docs: int
     chunk_section: np.ndarray | None = None
     sections: pa.LargeStringArray | None = None
+    chunk_table: np.ndarray | None = None
+    chunk_row: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.chunk_doc.shape[0])
@@ -153,9 +177,11 @@ class Chunker:
         Characters shared by consecutive chunks of a document;
         ``0 <= overlap < window``. In structure mode, the overlap of the
         windows that cut a unit longer than ``window``.
-    mode : {"windows", "structure"}, default "windows"
+    mode : {"windows", "structure", "auto"}, default "windows"
         Fixed windows, or whole structural units (headings, paragraphs, list
-        items, table rows) packed up to ``window`` characters.
+        items, table rows) packed up to ``window`` characters, or per
+        document: structure for those flagged ``structured`` in
+        :meth:`chunk`, windows for the others.
 
     Raises
     ------
@@ -193,7 +219,9 @@ class Chunker:
                 f"window={self.window}, overlap={self.overlap}"
             )
 
-    def chunk(self, texts: TextsLike, *, threads: int | None = None) -> Chunks:
+    def chunk(
+        self, texts: TextsLike, *, threads: int | None = None, structured: Any = None
+    ) -> Chunks:
         """Chunk a batch of documents.
 
         Parameters
@@ -203,6 +231,9 @@ class Chunker:
             copying its text, and may be a slice.
         threads : int, optional
             Numba threads for this call; default: the current setting.
+        structured : sequence of bool, optional
+            ``mode="auto"`` only: which documents are cut by structure (the
+            others by windows); default none. Ignored by the other modes.
 
         Returns
         -------
@@ -219,16 +250,40 @@ class Chunker:
         """
         data, offsets = _as_utf8(texts)
         n_docs = int(offsets.size - 1)
-        if self.mode == "structure":
-            with _threads(threads, work=int(offsets[-1] - offsets[0]) * 16):
-                out = _structure.structure_utf8(data, offsets, self.window, self.overlap)
-            for array in out:
-                array.flags.writeable = False
-            doc, ord_, start, end, text_offsets, text_data, section, sec_offsets, sec_data = out
-            sections = pa.LargeStringArray.from_buffers(
-                sec_offsets.size - 1, pa.py_buffer(sec_offsets), pa.py_buffer(sec_data)
-            )
-            return Chunks(doc, ord_, start, end, text_offsets, text_data, n_docs, section, sections)
+        mode = self.mode
+        if mode == "auto":
+            flags = np.zeros(n_docs, dtype=bool)
+            if structured is not None:
+                flags = np.asarray(structured, dtype=bool).reshape(-1)
+                if flags.size != n_docs:
+                    raise ConfigError(f"structured has {flags.size} flags for {n_docs} documents")
+            if flags.all() and n_docs:
+                mode = "structure"
+            elif not flags.any():
+                mode = "windows"
+            else:
+                return _mixed(self, data, offsets, flags, threads)
+        if mode == "structure":
+            return self._structure(data, offsets, threads)
+        return self._windows(data, offsets, threads)
+
+    def _structure(self, data: np.ndarray, offsets: np.ndarray, threads: int | None) -> Chunks:
+        n_docs = int(offsets.size - 1)
+        with _threads(threads, work=int(offsets[-1] - offsets[0]) * 16):
+            out = _structure.structure_utf8(data, offsets, self.window, self.overlap)
+        for array in out:
+            array.flags.writeable = False
+        doc, ord_, start, end, text_offsets, text_data, section, sec_offsets, sec_data = out[:9]
+        sections = pa.LargeStringArray.from_buffers(
+            sec_offsets.size - 1, pa.py_buffer(sec_offsets), pa.py_buffer(sec_data)
+        )
+        return Chunks(
+            doc, ord_, start, end, text_offsets, text_data, n_docs, section, sections,
+            out[9], out[10],
+        )  # fmt: skip
+
+    def _windows(self, data: np.ndarray, offsets: np.ndarray, threads: int | None) -> Chunks:
+        n_docs = int(offsets.size - 1)
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 4):
             doc, ord_, start, end, text_offsets, text_data = _kernels.chunk_utf8(
                 data, offsets, self.window, self.overlap
@@ -258,6 +313,65 @@ class Chunker:
         if self.mode != "windows":
             out["mode"] = self.mode
         return out
+
+
+def _subset(
+    data: np.ndarray, offsets: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(data, offsets)`` of the documents ``rows`` only (their bytes copied)."""
+    base = offsets - offsets[0]
+    texts = pa.LargeStringArray.from_buffers(
+        int(offsets.size - 1), pa.py_buffer(base), pa.py_buffer(data[int(offsets[0]) :])
+    )
+    return utf8_buffers(texts.take(pa.array(rows)))
+
+
+def _mixed(
+    chunker: Chunker, data: np.ndarray, offsets: np.ndarray, flags: np.ndarray, threads: int | None
+) -> Chunks:
+    """``mode="auto"`` on a batch of both kinds: each part cut its way, merged in document order."""
+    n_docs = int(offsets.size - 1)
+    rows_s = np.flatnonzero(flags)
+    rows_w = np.flatnonzero(~flags)
+    s_data, s_offsets = _subset(data, offsets, rows_s)
+    w_data, w_offsets = _subset(data, offsets, rows_w)
+    s = chunker._structure(s_data, s_offsets, threads)
+    w = chunker._windows(w_data, w_offsets, threads)
+    doc = np.concatenate([rows_s[s.chunk_doc], rows_w[w.chunk_doc]]).astype(np.int64)
+    order = np.argsort(doc, kind="stable")  # each part is in order within a document
+
+    def merged(a: np.ndarray | None, b: np.ndarray | None, dtype: Any, fill: int) -> np.ndarray:
+        left = np.full(len(s), fill, dtype) if a is None else a
+        right = np.full(len(w), fill, dtype) if b is None else b
+        out = np.concatenate([left, right]).astype(dtype)[order]
+        out.flags.writeable = False
+        return out
+
+    text = pa.concat_arrays([s.text_array(), w.text_array()]).take(pa.array(order))
+    text_offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[: len(text) + 1].copy()
+    body = text.buffers()[2]
+    text_data = (
+        np.frombuffer(body, dtype=np.uint8)[: int(text_offsets[-1])].copy()
+        if body is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
+    for array in (text_offsets, text_data):
+        array.flags.writeable = False
+    doc = doc[order]
+    doc.flags.writeable = False
+    return Chunks(
+        doc,
+        merged(s.chunk_ord, w.chunk_ord, np.int32, 0),
+        merged(s.chunk_start, w.chunk_start, np.int64, 0),
+        merged(s.chunk_end, w.chunk_end, np.int64, 0),
+        text_offsets,
+        text_data,
+        n_docs,
+        merged(s.chunk_section, None, np.int64, -1),
+        s.sections,
+        merged(s.chunk_table, None, np.int32, -1),
+        merged(s.chunk_row, None, np.int32, -1),
+    )
 
 
 def _as_utf8(texts: Any) -> tuple[np.ndarray, np.ndarray]:

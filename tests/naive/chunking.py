@@ -16,6 +16,7 @@ __all__ = [
     "chunk_texts",
     "normalise",
     "structure_chunks",
+    "structure_records",
     "structure_units",
 ]
 
@@ -75,7 +76,16 @@ def chunk_texts(texts: list[str], window: int, overlap: int) -> list[str]:
 # -- structure-aware chunking -------------------------------------------------------
 
 _HEADING, _PARA, _LIST, _TABLE, _FENCE = "heading", "para", "list", "table", "fence"
+_RECORD = "record"
 _LIST_NUMBER = re.compile(r"[0-9]{1,9}[.)]")
+_CELL_SEP = re.compile(r"\s+\|\s+")
+_HEADER_CELL = re.compile(r"[^:|\n]{1,80}:\s")
+
+
+def _is_record(stripped: str) -> bool:
+    """At least two cells (split at ``|`` with white space around) open with ``Header:`` and white space."""
+    starts = [0, *(m.end() for m in _CELL_SEP.finditer(stripped))]
+    return sum(bool(_HEADER_CELL.match(stripped, s)) for s in starts) >= 2
 
 
 def _lstrip(line: str) -> str:
@@ -95,6 +105,8 @@ def _kind(stripped: str, tokens: list[str]) -> tuple[str, int]:
         return _TABLE, 0
     if first in ("-", "*", "+") or _LIST_NUMBER.fullmatch(first):
         return _LIST, 0
+    if _is_record(stripped):
+        return _RECORD, 0
     return _PARA, 0
 
 
@@ -166,22 +178,73 @@ def structure_chunks(
     ``window`` characters; a heading starts a new chunk unless the chunk so
     far holds only headings; a unit that does not fit an empty chunk (or one
     holding only headings, which are then cut with it) is cut into sliding
-    windows. ``section`` is the heading path (`` > ``-joined heading texts)
-    in effect at the chunk's end, or None before the first heading.
+    windows. A record (a table row written ``Header: value | Header: value``)
+    is a chunk of its own, the chunk before it closed first; one longer than
+    ``window`` is cut at its ``" | "`` into runs of whole cells (a cell longer
+    than ``window`` by sliding windows). ``section`` is the heading path
+    (`` > ``-joined heading texts) in effect at the chunk's end, or None
+    before the first heading.
     """
+    return [c[:4] for c in _structure(text, window, overlap)]
+
+
+def structure_records(text: str, window: int, overlap: int) -> list[tuple[int, int]]:
+    """``(table, row)`` of every chunk of :func:`structure_chunks` (-1, -1 off a record).
+
+    Consecutive records are one table; tables are numbered in the document
+    and rows in their table, from 1.
+    """
+    return [c[4:] for c in _structure(text, window, overlap)]
+
+
+def _structure(text: str, window: int, overlap: int) -> list[tuple[Any, ...]]:
     clean = normalise(text)
-    out: list[tuple[int, int, str, str | None]] = []
+    out: list[tuple[Any, ...]] = []
     stack: list[tuple[int, str]] = []
     cur: list[int] | None = None
     content = False
+    table = row = 0
+    previous = None
 
     def section() -> str | None:
         return " > ".join(t for _, t in stack) if stack else None
 
-    def emit(s: int, e: int) -> None:
-        out.append((s, e, clean[s:e], section()))
+    def emit(s: int, e: int, where: tuple[int, int] = (-1, -1)) -> None:
+        out.append((s, e, clean[s:e], section(), *where))
 
     for start, end, kind, level in structure_units(text):
+        was, previous = previous, kind
+        if kind == _RECORD:
+            if cur is not None:
+                emit(*cur)
+                cur, content = None, False
+            if was == _RECORD:
+                row += 1
+            else:
+                table, row = table + 1, 1
+            if end - start <= window:
+                emit(start, end, (table, row))
+                continue
+            body = clean[start:end]
+            cuts = [m.start() for m in re.finditer(r" \| ", body)]
+            cells = list(zip([0, *(c + 3 for c in cuts)], [*cuts, len(body)], strict=True))
+            piece: list[int] | None = None
+            for s, e in cells:
+                s, e = s + start, e + start
+                if piece is not None and e - piece[0] <= window:
+                    piece[1] = e
+                    continue
+                if piece is not None:
+                    emit(*piece, (table, row))
+                    piece = None
+                if e - s <= window:
+                    piece = [s, e]
+                else:
+                    for a, b in _windows(s, e, window, overlap):
+                        emit(a, b, (table, row))
+            if piece is not None:
+                emit(*piece, (table, row))
+            continue
         if kind == _HEADING:
             if cur is not None and content:
                 emit(*cur)

@@ -197,7 +197,10 @@ def _read_text(
             "may have (LoadLimits.part_bytes)"
         )
     text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not text
-    yield None, {"id": doc_id, "text": text, "title": path.stem, "source": str(path)}
+    doc = {"id": doc_id, "text": text, "title": path.stem, "source": str(path)}
+    if path.suffix.lower() in (".md", ".markdown"):
+        doc["format"] = "markdown"  # chunking="auto" cuts it by its structure
+    yield None, doc
 
 
 def _file_documents(

@@ -3,11 +3,14 @@
 Text comes in pdfplumber's reading order, line by line; a line set in a
 larger font than the body is a heading (levels by size), a vertical gap
 wider than the usual line spacing ends a paragraph, a line starting with a
-bullet is a list item. Tables are found by their ruling lines and kept as
+bullet is a list item. Tables are found by their ruling lines, or without
+any by the gaps between their columns (:mod:`.tables`), and kept as
 tables: each row becomes one unit of text repeating the header with each
 cell (``Fault code: SV0432 | Symptom: spindle overheats | Fix: check coolant
 level``), placed where the table stands on the page; the table's characters
-are not repeated as running text.
+are not repeated as running text. A table that opens a page with the
+columns of the table that closed the page before, and without its header,
+continues it: its rows take that header.
 
 Each page is a document ``<id>#page=<n>`` with metadata ``page`` (from 1),
 ``title`` (the PDF's Title, else the file's stem), ``source`` and
@@ -30,6 +33,7 @@ from typing import Any
 
 from ...errors import SourceError, SourceLimitError
 from ._common import DEFAULT_LIMITS, Blocks, LoadLimits, check_text, clean, require, table_rows
+from .tables import page_tables
 
 __all__ = ["SUFFIXES", "load", "parse_pdf_date"]
 
@@ -80,11 +84,11 @@ def _line_size(line: dict[str, Any]) -> float:
 def _page_items(page: Any) -> tuple[list[tuple[float, str, Any]], int]:
     """``(top, kind, payload)`` of a page's lines and tables in reading order, and its chars."""
     n_chars = len(page.chars)
-    tables = page.find_tables()
-    boxes = [t.bbox for t in tables]
+    tables = page_tables(page)
+    boxes = [box for box, _ in tables]
     items: list[tuple[float, str, Any]] = []
-    for table in tables:
-        items.append((table.bbox[1], "table", table.extract()))
+    for box, rows in tables:
+        items.append((box[1], "table", rows))
     text_page = page.filter(lambda o: o.get("object_type") != "char" or not _inside(o, boxes))
     for line in text_page.extract_text_lines(return_chars=True, strip=True):
         if line["text"].strip():
@@ -129,7 +133,15 @@ def _render(pages: list[list[tuple[float, str, Any]]]) -> list[str]:
     heading_sizes = sorted({s for s, _ in sizes if body and s >= body * 1.15}, reverse=True)
     level = {s: min(i + 1, 6) for i, s in enumerate(heading_sizes)}
     out = []
+    header: list[str] | None = None  # of the table that closed the page before
     for items in pages:
+        first = items[0] if items else None
+        if first is not None and first[1] == "table" and header is not None:
+            rows = first[2]
+            if rows and len(rows[0]) == len(header) and [clean(c) for c in rows[0]] != header:
+                items = [(first[0], "table", [header, *rows]), *items[1:]]
+        last = items[-1] if items else None
+        header = [clean(c) for c in last[2][0]] if last and last[1] == "table" and last[2] else None
         blocks = Blocks()
         para: list[str] = []
         prev_bottom: float | None = None
@@ -216,6 +228,7 @@ def load(path: Path, doc_id: str, limits: LoadLimits = DEFAULT_LIMITS) -> Iterat
             "title": title,
             "source": str(path),
             "page": number,
+            "format": "pdf",
         }
         if updated is not None:
             doc["updated_at"] = updated

@@ -309,6 +309,9 @@ def _inline_text(node: Any) -> str:
 
 
 def _table(node: Any, blocks: Blocks) -> None:
+    caption = node.css_first("caption")
+    if caption is not None:
+        blocks.paragraph(_text(caption))  # before the rows, which are units of their own
     rows = []
     header = False
     for i, tr in enumerate(node.css("tr")):
@@ -443,7 +446,9 @@ def html_document(
         _run(root, blocks, limits.html_depth)
     text = blocks.text()
     check_text(len(text), limits, where)
-    doc: dict[str, Any] = {"id": doc_id, "text": text, "title": title or fallback_title}
+    doc: dict[str, Any] = {
+        "id": doc_id, "text": text, "title": title or fallback_title, "format": "html",
+    }  # fmt: skip
     if source is not None:
         doc["source"] = source
     if updated is not None:

@@ -139,6 +139,7 @@ def load(path: Path, doc_id: str, limits: LoadLimits = DEFAULT_LIMITS) -> Iterat
         "text": text,
         "title": (props.title or "").strip() or path.stem,
         "source": str(path),
+        "format": "docx",
     }
     updated = props.modified or props.created
     if updated is not None:
