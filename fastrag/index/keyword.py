@@ -424,16 +424,14 @@ class BM25Index:
         new_len = tokens.lengths()
         if new_len.size and new_len.max() > np.iinfo(np.int32).max:
             raise DocumentError("a text has more than 2**31 tokens")
-        pair_hash, pair_tf, pair_offsets = _kernels.doc_terms(tokens.hashes, tokens.offsets)
         if n_old == 0 or vocab.size == 0:
-            new_vocab, pair_term = distinct_hashes(pair_hash)
-            term_offsets, rows, tfs = _kernels.transpose(
-                pair_term, pair_tf, pair_offsets, new_vocab.size
+            # a fresh index (rows of an earlier empty-vocabulary index have no
+            # postings): every pass parallel, no serial pass over the pairs
+            new_vocab, term_offsets, rows, tfs = _kernels.build_postings(
+                tokens.hashes, tokens.offsets, n_old
             )
-            # rows of an earlier empty-vocabulary index have no postings
-            if n_old:
-                rows = rows + np.int32(n_old)
         else:
+            pair_hash, pair_tf, pair_offsets = _kernels.doc_terms(tokens.hashes, tokens.offsets)
             added, _ = distinct_hashes(pair_hash)
             new_vocab = np.union1d(vocab, added)
             remap = np.searchsorted(new_vocab, vocab).astype(np.int64)
