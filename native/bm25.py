@@ -55,6 +55,7 @@ __all__ = [
     "compact_postings",
     "doc_terms",
     "impacts",
+    "merge_indexes",
     "merge_postings",
     "query_weights",
     "term_maxima",
@@ -487,9 +488,9 @@ def compact_postings(
 #
 # ``build_postings`` turns a token stream straight into term-major postings
 # with no serial pass over all pairs: the per-text distinct terms are counted
-# in each text's own slot (``_doc_terms_pass``), then every (term, row) pair is
+# in each text's own slot with a hash table, then every (term, row) pair is
 # bucketed by the top bits of its hash (``2**PARTITION_BITS`` partitions,
-# counted and scattered by blocks of texts, so each partition holds its pairs
+# counted with the texts' terms and scattered by blocks of texts, so each partition holds its pairs
 # in row order), and every partition is finished independently: a hash table
 # gives its distinct hashes, their sort gives its share of the vocabulary (the
 # partitions' shares concatenated in partition order *are* the sorted
@@ -500,17 +501,6 @@ def compact_postings(
 
 PARTITION_BITS = 8
 """``2**PARTITION_BITS`` hash partitions of :func:`build_postings`."""
-
-
-@parallel_kernel
-def _bucket_count(tok_offsets, counts, tmp_hash, block_texts, shift, out):
-    """``out[b, p]`` = pairs of the texts of block ``b`` in partition ``p`` (parallel)."""
-    n = tok_offsets.size - 1
-    for b in prange(out.shape[0]):
-        for i in range(b * block_texts, min(n, (b + 1) * block_texts)):
-            s = tok_offsets[i]
-            for j in range(s, s + counts[i]):
-                out[b, np.int64(tmp_hash[j] >> shift)] += 1
 
 
 @parallel_kernel
@@ -597,15 +587,16 @@ def _partition_postings(part_offsets, b_hash, b_tf, b_row, vocab, df, n_distinct
 
 
 @parallel_kernel
-def _doc_counts_pass(hashes, tok_offsets, block_texts, out_hash, out_tf, counts):
+def _doc_counts_pass(hashes, tok_offsets, block_texts, shift, out_hash, out_tf, counts, per_block):
     """Per text: its distinct hashes (first-seen order) and counts, in the text's slot.
 
     Blocks of ``block_texts`` texts run in parallel, each with one hash table
-    (slots stamped with the text that holds them, so it is never cleared).
+    (slots stamped with the text that holds them, so it is never cleared);
+    ``per_block[b, p]`` counts the pairs of block ``b`` in partition ``p``
+    (the hash's top bits, ``hash >> shift``).
     """
     n = tok_offsets.size - 1
-    n_blocks = (n + block_texts - 1) // block_texts
-    for b in prange(n_blocks):
+    for b in prange(per_block.shape[0]):
         i0 = b * block_texts
         i1 = min(n, i0 + block_texts)
         longest = 0
@@ -633,6 +624,7 @@ def _doc_counts_pass(hashes, tok_offsets, block_texts, out_hash, out_tf, counts)
                         where[pos] = lo + u
                         out_hash[lo + u] = key
                         out_tf[lo + u] = 1
+                        per_block[b, np.int64(key >> shift)] += 1
                         u += 1
                         break
                     w = where[pos]
@@ -691,16 +683,16 @@ def build_postings(
     tmp_hash = np.empty(total, dtype=np.uint64)
     tmp_tf = np.empty(total, dtype=np.int32)
     counts = np.empty(n, dtype=np.int64)
-    n_blocks = max(1, min(n, 64))
-    block_texts = max(1, -(-n // n_blocks))
-    if n:
-        _doc_counts_pass(hashes, tok_offsets, np.int64(block_texts), tmp_hash, tmp_tf, counts)
-    nnz = int(counts.sum())
     n_parts = 1 << PARTITION_BITS
+    block_texts = max(1, -(-n // 64))  # at most 64 blocks of texts
+    n_blocks = max(1, -(-n // block_texts))
     shift = np.uint64(64 - PARTITION_BITS)
-    tmp_hash, tmp_tf, counts = frozen(tmp_hash, tmp_tf, counts)
     per_block = np.zeros((n_blocks, n_parts), dtype=np.int64)
-    _bucket_count(tok_offsets, counts, tmp_hash, np.int64(block_texts), shift, per_block)
+    _doc_counts_pass(
+        hashes, tok_offsets, np.int64(block_texts), shift, tmp_hash, tmp_tf, counts, per_block
+    )
+    nnz = int(counts.sum())
+    tmp_hash, tmp_tf, counts = frozen(tmp_hash, tmp_tf, counts)
     part_sizes = per_block.sum(axis=0)
     part_offsets = np.zeros(n_parts + 1, dtype=np.int64)
     np.cumsum(part_sizes, out=part_offsets[1:])
@@ -729,6 +721,58 @@ def build_postings(
     term_offsets = np.empty(v + 1, dtype=np.int64)
     vocab_parts, df_parts, n_distinct = frozen(vocab_parts, df_parts, n_distinct)
     _gather_vocab(part_offsets, n_distinct, vocab_parts, df_parts, vocab, term_offsets)
+    return vocab, term_offsets, rows, tfs
+
+
+def merge_indexes(
+    old_vocab: np.ndarray,
+    old_offsets: np.ndarray,
+    old_rows: np.ndarray,
+    old_tfs: np.ndarray,
+    new_vocab: np.ndarray,
+    new_offsets: np.ndarray,
+    new_rows: np.ndarray,
+    new_tfs: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Merge two term-major postings whose rows do not overlap (the new ones come after).
+
+    Every merged term holds its old postings, then its new ones (so rows stay
+    increasing): what :func:`merge_postings` gives for the same rows, from
+    the new rows' :func:`build_postings` instead of their doc-major pairs.
+
+    Parameters
+    ----------
+    old_vocab, old_offsets, old_rows, old_tfs : arrays
+        The existing index (read-only is fine).
+    new_vocab, new_offsets, new_rows, new_tfs : arrays
+        The added rows' postings, rows numbered after every old row.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``vocab`` (the sorted union), ``term_offsets``, ``rows``, ``tfs``.
+    """
+    vocab = np.union1d(old_vocab, new_vocab)
+    old_remap = np.searchsorted(vocab, old_vocab).astype(np.int64)
+    new_remap = np.searchsorted(vocab, new_vocab).astype(np.int64)
+    df = np.zeros(vocab.size, dtype=np.int64)
+    df[old_remap] += np.diff(old_offsets)
+    df[new_remap] += np.diff(new_offsets)
+    term_offsets = np.zeros(vocab.size + 1, dtype=np.int64)
+    np.cumsum(df, out=term_offsets[1:])
+    nnz = int(term_offsets[-1])
+    rows = np.empty(nnz, dtype=np.int32)
+    tfs = np.empty(nnz, dtype=np.int32)
+    fill = term_offsets[:-1].copy()
+    old_offsets, old_rows, old_tfs, new_offsets, new_rows, new_tfs = frozen(
+        old_offsets, old_rows, old_tfs, new_offsets, new_rows, new_tfs
+    )
+    old_remap, new_remap = frozen(old_remap, new_remap)
+    if old_remap.size:
+        _copy_old(old_offsets, old_rows, old_tfs, old_remap, term_offsets, rows, tfs, fill)
+    if new_remap.size:
+        # the new postings of every term start where its old ones end
+        _copy_old(new_offsets, new_rows, new_tfs, new_remap, fill.copy(), rows, tfs, fill)
     return vocab, term_offsets, rows, tfs
 
 
@@ -1578,19 +1622,17 @@ def warmup() -> None:
     """
     hashes = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)
     tok_offsets = np.array([0, 3, 3, 6], dtype=np.int64)
-    pair_hash, pair_tf, pair_offsets = doc_terms(hashes, tok_offsets)
-    vocab = np.unique(pair_hash)
-    pair_term = np.searchsorted(vocab, pair_hash).astype(np.int64)
-    term_offsets, rows, tfs = transpose(pair_term, pair_tf, pair_offsets, vocab.size)
-    build_postings(hashes, tok_offsets)
+    # the engine builds with build_postings and grows with merge_indexes
+    # (doc_terms, transpose and merge_postings are left to callers that ask)
+    vocab, term_offsets, rows, tfs = build_postings(hashes, tok_offsets)
+    more = build_postings(hashes, tok_offsets, 3)
+    merge_indexes(vocab, term_offsets, rows, tfs, *more)
     doc_len = np.diff(tok_offsets).astype(np.int32)
-    remap = np.arange(vocab.size, dtype=np.int64)
     imp = impacts(rows, tfs, doc_len, 0.9, 0.4, 2.0)
     idf = np.ones(vocab.size, dtype=np.float32)
     wts = weights(term_offsets, imp, idf)
     term_maxima(term_offsets, wts)
     block_maxima(term_offsets, wts, BLOCK_SIZE)
-    merge_postings(term_offsets, rows, tfs, remap, pair_term, pair_tf, pair_offsets, 3, vocab.size)
     compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
     query_weights(vocab, idf, hashes, tok_offsets)
     warmup_search()

@@ -144,3 +144,21 @@ def test_deleted_and_replaced_rows(tokenizers, texts, added, keep_seed, which):
     index.add_texts(added)
     survivors = [t for t, k in zip(texts, keep, strict=True) if k]
     _same(index, _reference_index(survivors + added, tok))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    old=st.lists(st.lists(st.integers(0, 30), max_size=20), max_size=20),
+    new=st.lists(st.lists(st.integers(0, 30), max_size=20), max_size=20),
+    top=st.booleans(),
+)
+def test_merge_indexes_equals_one_build(old, new, top):
+    h_old, o_old = _hash_lists(old, top)
+    h_new, o_new = _hash_lists(new, top)
+    a = kernels.build_postings(h_old, o_old)
+    b = kernels.build_postings(h_new, o_new, len(old))
+    got = kernels.merge_indexes(*a, *b)
+    both = np.concatenate([h_old, h_new])
+    offsets = np.concatenate([o_old, o_new[1:] + o_old[-1]])
+    for g, r in zip(got, naive.serial_postings(both, offsets), strict=True):
+        assert g.dtype == r.dtype and np.array_equal(g, r)
