@@ -49,10 +49,13 @@ __all__ = [
     "PRUNE_MIN_POSTINGS",
     "WINDOW",
     "WEIGHT_SCALE",
+    "PARTITION_BITS",
     "block_maxima",
+    "build_postings",
     "compact_postings",
     "doc_terms",
     "impacts",
+    "merge_indexes",
     "merge_postings",
     "query_weights",
     "term_maxima",
@@ -479,6 +482,298 @@ def compact_postings(
     out_tfs = np.empty(int(new_offsets[-1]), dtype=np.int32)
     _write_kept(term_offsets, rows, tfs, keep, new_row, new_offsets, out_rows, out_tfs)
     return new_offsets, out_rows, out_tfs, counts
+
+
+# -- building a fresh index in parallel ---------------------------------------
+#
+# ``build_postings`` turns a token stream straight into term-major postings
+# with no serial pass over all pairs: the per-text distinct terms are counted
+# in each text's own slot with a hash table, then every (term, row) pair is
+# bucketed by the top bits of its hash (``2**PARTITION_BITS`` partitions,
+# counted with the texts' terms and scattered by blocks of texts, so each partition holds its pairs
+# in row order), and every partition is finished independently: a hash table
+# gives its distinct hashes, their sort gives its share of the vocabulary (the
+# partitions' shares concatenated in partition order *are* the sorted
+# vocabulary, because the partition is the hash's top bits), and a counting
+# sort by term writes its postings into the partition's own range of the
+# output (rows stay increasing within a term). The result is identical to
+# ``doc_terms`` + ``distinct_hashes`` + ``transpose``.
+
+PARTITION_BITS = 8
+"""``2**PARTITION_BITS`` hash partitions of :func:`build_postings`."""
+
+
+@parallel_kernel
+def _bucket_scatter(
+    tok_offsets, counts, tmp_hash, tmp_tf, block_texts, shift, row0, fill, out_hash, out_tf,
+    out_row,
+):  # fmt: skip
+    """Write every pair to its partition, block by block (``fill[b]``: next slots, updated)."""
+    n = tok_offsets.size - 1
+    for b in prange(fill.shape[0]):
+        for i in range(b * block_texts, min(n, (b + 1) * block_texts)):
+            s = tok_offsets[i]
+            r = np.int32(row0 + i)
+            for j in range(s, s + counts[i]):
+                h = tmp_hash[j]
+                p = np.int64(h >> shift)
+                k = fill[b, p]
+                out_hash[k] = h
+                out_tf[k] = tmp_tf[j]
+                out_row[k] = r
+                fill[b, p] = k + 1
+
+
+@parallel_kernel
+def _partition_postings(part_offsets, b_hash, b_tf, b_row, vocab, df, n_distinct, rows, tfs):
+    """Finish every partition (parallel): its sorted distinct hashes and its postings.
+
+    Partition ``p`` owns pairs ``part_offsets[p]:part_offsets[p + 1]`` of the
+    bucket arrays (in row order) and the same range of ``rows`` and ``tfs``;
+    its ``d`` distinct hashes, increasing, go to ``vocab[lo:lo + d]`` and their
+    postings counts to ``df[lo:lo + d]`` (``lo = part_offsets[p]``), ``d`` to
+    ``n_distinct[p]``.
+    """
+    for p in prange(part_offsets.size - 1):
+        lo = part_offsets[p]
+        m = part_offsets[p + 1] - lo
+        if m == 0:
+            n_distinct[p] = 0
+            continue
+        cap = 16
+        while cap < 2 * m:
+            cap *= 2
+        mask = np.uint64(cap - 1)
+        table = np.full(cap, -1, dtype=np.int64)
+        local = np.empty(m, dtype=np.int64)  # distinct index of every pair
+        seen = np.empty(m, dtype=np.uint64)  # distinct hashes, first-seen order
+        count = np.zeros(m, dtype=np.int64)
+        d = 0
+        for j in range(m):
+            key = b_hash[lo + j]
+            pos = np.int64((key ^ (key >> np.uint64(29)) ^ (key >> np.uint64(47))) & mask)
+            while True:
+                t = table[pos]
+                if t < 0:
+                    table[pos] = d
+                    seen[d] = key
+                    local[j] = d
+                    count[d] = 1
+                    d += 1
+                    break
+                if seen[t] == key:
+                    local[j] = t
+                    count[t] += 1
+                    break
+                pos = (pos + 1) & (cap - 1)
+        order = np.argsort(seen[:d])
+        rank = np.empty(d, dtype=np.int64)
+        fill = np.empty(d, dtype=np.int64)
+        at = lo
+        for r in range(d):
+            u = order[r]
+            rank[u] = r
+            vocab[lo + r] = seen[u]
+            df[lo + r] = count[u]
+            fill[r] = at
+            at += count[u]
+        for j in range(m):
+            r = rank[local[j]]
+            slot = fill[r]
+            rows[slot] = b_row[lo + j]
+            tfs[slot] = b_tf[lo + j]
+            fill[r] = slot + 1
+        n_distinct[p] = d
+
+
+@parallel_kernel
+def _doc_counts_pass(hashes, tok_offsets, block_texts, shift, out_hash, out_tf, counts, per_block):
+    """Per text: its distinct hashes (first-seen order) and counts, in the text's slot.
+
+    Blocks of ``block_texts`` texts run in parallel, each with one hash table
+    (slots stamped with the text that holds them, so it is never cleared);
+    ``per_block[b, p]`` counts the pairs of block ``b`` in partition ``p``
+    (the hash's top bits, ``hash >> shift``).
+    """
+    n = tok_offsets.size - 1
+    for b in prange(per_block.shape[0]):
+        i0 = b * block_texts
+        i1 = min(n, i0 + block_texts)
+        longest = 0
+        for i in range(i0, i1):
+            longest = max(longest, tok_offsets[i + 1] - tok_offsets[i])
+        cap = 16
+        while cap < 2 * longest:
+            cap *= 2
+        stamp = np.full(cap, -1, dtype=np.int64)
+        where = np.empty(cap, dtype=np.int64)
+        for i in range(i0, i1):
+            lo = tok_offsets[i]
+            m = tok_offsets[i + 1] - lo
+            c = 16
+            while c < 2 * m:
+                c *= 2
+            mask = np.uint64(c - 1)
+            u = 0
+            for j in range(lo, lo + m):
+                key = hashes[j]
+                pos = np.int64((key ^ (key >> np.uint64(29)) ^ (key >> np.uint64(47))) & mask)
+                while True:
+                    if stamp[pos] != i:
+                        stamp[pos] = i
+                        where[pos] = lo + u
+                        out_hash[lo + u] = key
+                        out_tf[lo + u] = 1
+                        per_block[b, np.int64(key >> shift)] += 1
+                        u += 1
+                        break
+                    w = where[pos]
+                    if out_hash[w] == key:
+                        out_tf[w] += 1
+                        break
+                    pos = (pos + 1) & (c - 1)
+            counts[i] = u
+
+
+@kernel
+def _gather_vocab(part_offsets, n_distinct, vocab_parts, df_parts, vocab, term_offsets):
+    """Concatenate the partitions' vocabularies and postings counts (as offsets)."""
+    v = 0
+    term_offsets[0] = 0
+    for p in range(part_offsets.size - 1):
+        lo = part_offsets[p]
+        for j in range(n_distinct[p]):
+            vocab[v] = vocab_parts[lo + j]
+            term_offsets[v + 1] = term_offsets[v] + df_parts[lo + j]
+            v += 1
+
+
+def build_postings(
+    hashes: np.ndarray, tok_offsets: np.ndarray, row0: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return the term-major postings of a token stream (a fresh index), in parallel.
+
+    Equal to ``doc_terms``, then ``distinct_hashes`` of the pairs'
+    hashes, then :func:`transpose` (see the comment above
+    :data:`PARTITION_BITS`), with every pass parallel.
+
+    Parameters
+    ----------
+    hashes : uint64[::1]
+        Token hashes of all texts (read-only is fine).
+    tok_offsets : int64[::1]
+        ``n + 1`` offsets into ``hashes``, starting at 0.
+    row0 : int, default 0
+        Row number of the first text.
+
+    Returns
+    -------
+    vocab : uint64[V]
+        The distinct hashes, increasing.
+    term_offsets : int64[V + 1]
+        Postings of term ``t`` are ``term_offsets[t]:term_offsets[t + 1]``.
+    rows : int32[nnz]
+        Row of every posting, increasing within a term.
+    tfs : int32[nnz]
+        Term frequency of every posting.
+    """
+    hashes, tok_offsets = frozen(hashes, tok_offsets)
+    n = tok_offsets.size - 1
+    total = int(tok_offsets[-1])
+    tmp_hash = np.empty(total, dtype=np.uint64)
+    tmp_tf = np.empty(total, dtype=np.int32)
+    counts = np.empty(n, dtype=np.int64)
+    n_parts = 1 << PARTITION_BITS
+    block_texts = max(1, -(-n // 64))  # at most 64 blocks of texts
+    n_blocks = max(1, -(-n // block_texts))
+    shift = np.uint64(64 - PARTITION_BITS)
+    per_block = np.zeros((n_blocks, n_parts), dtype=np.int64)
+    _doc_counts_pass(
+        hashes, tok_offsets, np.int64(block_texts), shift, tmp_hash, tmp_tf, counts, per_block
+    )
+    nnz = int(counts.sum())
+    tmp_hash, tmp_tf, counts = frozen(tmp_hash, tmp_tf, counts)
+    part_sizes = per_block.sum(axis=0)
+    part_offsets = np.zeros(n_parts + 1, dtype=np.int64)
+    np.cumsum(part_sizes, out=part_offsets[1:])
+    fill = np.cumsum(per_block, axis=0) - per_block + part_offsets[:-1]
+    b_hash = np.empty(nnz, dtype=np.uint64)
+    b_tf = np.empty(nnz, dtype=np.int32)
+    b_row = np.empty(nnz, dtype=np.int32)
+    _bucket_scatter(
+        tok_offsets, counts, tmp_hash, tmp_tf, np.int64(block_texts), shift, np.int64(row0),
+        fill, b_hash, b_tf, b_row,
+    )  # fmt: skip
+    del tmp_hash, tmp_tf
+    vocab_parts = np.empty(nnz, dtype=np.uint64)
+    df_parts = np.empty(nnz, dtype=np.int64)
+    n_distinct = np.empty(n_parts, dtype=np.int64)
+    rows = np.empty(nnz, dtype=np.int32)
+    tfs = np.empty(nnz, dtype=np.int32)
+    (part_offsets,) = frozen(part_offsets)
+    b_hash, b_tf, b_row = frozen(b_hash, b_tf, b_row)
+    _partition_postings(
+        part_offsets, b_hash, b_tf, b_row, vocab_parts, df_parts, n_distinct, rows, tfs
+    )
+    del b_hash, b_tf, b_row
+    v = int(n_distinct.sum())
+    vocab = np.empty(v, dtype=np.uint64)
+    term_offsets = np.empty(v + 1, dtype=np.int64)
+    vocab_parts, df_parts, n_distinct = frozen(vocab_parts, df_parts, n_distinct)
+    _gather_vocab(part_offsets, n_distinct, vocab_parts, df_parts, vocab, term_offsets)
+    return vocab, term_offsets, rows, tfs
+
+
+def merge_indexes(
+    old_vocab: np.ndarray,
+    old_offsets: np.ndarray,
+    old_rows: np.ndarray,
+    old_tfs: np.ndarray,
+    new_vocab: np.ndarray,
+    new_offsets: np.ndarray,
+    new_rows: np.ndarray,
+    new_tfs: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Merge two term-major postings whose rows do not overlap (the new ones come after).
+
+    Every merged term holds its old postings, then its new ones (so rows stay
+    increasing): what :func:`merge_postings` gives for the same rows, from
+    the new rows' :func:`build_postings` instead of their doc-major pairs.
+
+    Parameters
+    ----------
+    old_vocab, old_offsets, old_rows, old_tfs : arrays
+        The existing index (read-only is fine).
+    new_vocab, new_offsets, new_rows, new_tfs : arrays
+        The added rows' postings, rows numbered after every old row.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``vocab`` (the sorted union), ``term_offsets``, ``rows``, ``tfs``.
+    """
+    vocab = np.union1d(old_vocab, new_vocab)
+    old_remap = np.searchsorted(vocab, old_vocab).astype(np.int64)
+    new_remap = np.searchsorted(vocab, new_vocab).astype(np.int64)
+    df = np.zeros(vocab.size, dtype=np.int64)
+    df[old_remap] += np.diff(old_offsets)
+    df[new_remap] += np.diff(new_offsets)
+    term_offsets = np.zeros(vocab.size + 1, dtype=np.int64)
+    np.cumsum(df, out=term_offsets[1:])
+    nnz = int(term_offsets[-1])
+    rows = np.empty(nnz, dtype=np.int32)
+    tfs = np.empty(nnz, dtype=np.int32)
+    fill = term_offsets[:-1].copy()
+    old_offsets, old_rows, old_tfs, new_offsets, new_rows, new_tfs = frozen(
+        old_offsets, old_rows, old_tfs, new_offsets, new_rows, new_tfs
+    )
+    old_remap, new_remap = frozen(old_remap, new_remap)
+    if old_remap.size:
+        _copy_old(old_offsets, old_rows, old_tfs, old_remap, term_offsets, rows, tfs, fill)
+    if new_remap.size:
+        # the new postings of every term start where its old ones end
+        _copy_old(new_offsets, new_rows, new_tfs, new_remap, fill.copy(), rows, tfs, fill)
+    return vocab, term_offsets, rows, tfs
 
 
 # -- scoring -----------------------------------------------------------------
@@ -1327,18 +1622,17 @@ def warmup() -> None:
     """
     hashes = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)
     tok_offsets = np.array([0, 3, 3, 6], dtype=np.int64)
-    pair_hash, pair_tf, pair_offsets = doc_terms(hashes, tok_offsets)
-    vocab = np.unique(pair_hash)
-    pair_term = np.searchsorted(vocab, pair_hash).astype(np.int64)
-    term_offsets, rows, tfs = transpose(pair_term, pair_tf, pair_offsets, vocab.size)
+    # the engine builds with build_postings and grows with merge_indexes
+    # (doc_terms, transpose and merge_postings are left to callers that ask)
+    vocab, term_offsets, rows, tfs = build_postings(hashes, tok_offsets)
+    more = build_postings(hashes, tok_offsets, 3)
+    merge_indexes(vocab, term_offsets, rows, tfs, *more)
     doc_len = np.diff(tok_offsets).astype(np.int32)
-    remap = np.arange(vocab.size, dtype=np.int64)
     imp = impacts(rows, tfs, doc_len, 0.9, 0.4, 2.0)
     idf = np.ones(vocab.size, dtype=np.float32)
     wts = weights(term_offsets, imp, idf)
     term_maxima(term_offsets, wts)
     block_maxima(term_offsets, wts, BLOCK_SIZE)
-    merge_postings(term_offsets, rows, tfs, remap, pair_term, pair_tf, pair_offsets, 3, vocab.size)
     compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
     query_weights(vocab, idf, hashes, tok_offsets)
     warmup_search()

@@ -52,7 +52,6 @@ import pyarrow as pa
 from .. import _native  # noqa: F401  (the package must import before its submodules)
 from .._fs import arrow_read_errors, write_arrow
 from .._native import bm25 as _kernels
-from .._native.tokenize import distinct_hashes
 from .._threads import resolve_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError, StoreCorruptedError
@@ -424,31 +423,16 @@ class BM25Index:
         new_len = tokens.lengths()
         if new_len.size and new_len.max() > np.iinfo(np.int32).max:
             raise DocumentError("a text has more than 2**31 tokens")
-        pair_hash, pair_tf, pair_offsets = _kernels.doc_terms(tokens.hashes, tokens.offsets)
+        # every pass parallel, no serial pass over the pairs; rows of an earlier
+        # empty-vocabulary index have no postings
+        built = _kernels.build_postings(tokens.hashes, tokens.offsets, n_old)
         if n_old == 0 or vocab.size == 0:
-            new_vocab, pair_term = distinct_hashes(pair_hash)
-            term_offsets, rows, tfs = _kernels.transpose(
-                pair_term, pair_tf, pair_offsets, new_vocab.size
-            )
-            # rows of an earlier empty-vocabulary index have no postings
-            if n_old:
-                rows = rows + np.int32(n_old)
+            new_vocab, term_offsets, rows, tfs = built
         else:
-            added, _ = distinct_hashes(pair_hash)
-            new_vocab = np.union1d(vocab, added)
-            remap = np.searchsorted(new_vocab, vocab).astype(np.int64)
-            pair_term = np.searchsorted(new_vocab, pair_hash).astype(np.int64)
-            term_offsets, rows, tfs = _kernels.merge_postings(
-                term_offsets,
-                rows,
-                tfs,
-                remap,
-                pair_term,
-                pair_tf,
-                pair_offsets,
-                n_old,
-                new_vocab.size,
+            new_vocab, term_offsets, rows, tfs = _kernels.merge_indexes(
+                vocab, term_offsets, rows, tfs, *built
             )
+            del built
         doc_len = np.concatenate([doc_len, new_len.astype(np.int32)])
         self._set(new_vocab, term_offsets, rows, tfs, doc_len)
 

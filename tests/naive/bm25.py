@@ -79,3 +79,50 @@ def query_weights(
     return [
         sum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in q if t in df) for q in queries
     ]
+
+
+def postings(
+    docs: Sequence[Sequence[int]], row0: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Term-major postings of token-hash lists: ``vocab, term_offsets, rows, tfs``.
+
+    The layout ``fastrag._native.bm25.build_postings`` returns, built with a
+    dictionary per text and a sort of the distinct terms.
+    """
+    by_term: dict[int, list[tuple[int, int]]] = {}
+    for i, doc in enumerate(docs):
+        for term, tf in Counter(int(t) for t in doc).items():
+            by_term.setdefault(term, []).append((row0 + i, tf))
+    vocab = sorted(by_term)
+    offsets = [0]
+    rows: list[int] = []
+    tfs: list[int] = []
+    for term in vocab:
+        for r, tf in by_term[term]:
+            rows.append(r)
+            tfs.append(tf)
+        offsets.append(len(rows))
+    return (
+        np.array(vocab, dtype=np.uint64),
+        np.array(offsets, dtype=np.int64),
+        np.array(rows, dtype=np.int32),
+        np.array(tfs, dtype=np.int32),
+    )
+
+
+def serial_postings(
+    hashes: np.ndarray, tok_offsets: np.ndarray, row0: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fresh-index build as it was before ``build_postings`` (kept as the reference).
+
+    Per-text sorted pairs (``doc_terms``), one serial hash table over every
+    pair for the vocabulary (``distinct_hashes``) and a serial counting sort
+    by term (``transpose``): what ``BM25Index`` ran until issue 21.
+    """
+    from fastrag._native import bm25 as kernels
+    from fastrag._native.tokenize import distinct_hashes
+
+    pair_hash, pair_tf, pair_offsets = kernels.doc_terms(hashes, tok_offsets)
+    vocab, pair_term = distinct_hashes(pair_hash)
+    term_offsets, rows, tfs = kernels.transpose(pair_term, pair_tf, pair_offsets, vocab.size)
+    return vocab, term_offsets, rows + np.int32(row0), tfs
