@@ -2,7 +2,7 @@
 
 It behaves like a CPU teacher whose threads all work on one batch: requests
 wait in a first-come first-served queue, and each costs ``overhead +
-per_text x len(input)`` seconds of the one worker. A request whose client
+per_text x len(input) + per_char x characters`` seconds of the one worker. A request whose client
 gave up (a timeout) is still worked through, as a real server does, so a
 retry sent at once waits behind it. Vectors are deterministic (each
 character hashed into ``dim`` bins), so two runs give the same table.
@@ -10,7 +10,8 @@ character hashed into ``dim`` bins), so two runs give the same table.
 Faults on purpose: ``inject={n: status}`` answers request ``n`` (from 1)
 with 429 or 503 (and ``Retry-After``) at once; ``max_queue`` answers 503 to
 a request that finds that many already waiting; ``stall={n: seconds}``
-adds seconds to request ``n``'s work; ``slowdown=(n, factor)`` multiplies
+adds seconds to request ``n``'s work (``stall_on={text: seconds}``: to the
+first request holding ``text``); ``slowdown=(n, factor)`` multiplies
 the per-text cost from request ``n`` on (the machine got busy).
 
 Used by ``tests/test_pacing.py`` and ``benchmarks/bench_teacher.py``; run
@@ -61,10 +62,12 @@ class SlowTeacher:
         *,
         per_text: float = 0.005,
         overhead: float = 0.02,
+        per_char: float = 0.0,
         dim: int = 16,
         max_queue: int | None = None,
         inject: dict[int, int] | None = None,
         stall: dict[int, float] | None = None,
+        stall_on: dict[str, float] | None = None,
         slowdown: tuple[int, float] | None = None,
         retry_after: float = 0.1,
         port: int = 0,
@@ -72,10 +75,12 @@ class SlowTeacher:
     ) -> None:
         self.per_text = per_text
         self.overhead = overhead
+        self.per_char = per_char
         self.dim = dim
         self.max_queue = max_queue
         self.inject = dict(inject or {})
         self.stall = dict(stall or {})
+        self.stall_on = dict(stall_on or {})
         self.slowdown = slowdown
         self.retry_after = retry_after
         self.work = work  # optional callable(texts) -> list of vectors (a real model)
@@ -165,6 +170,10 @@ class SlowTeacher:
             if self.slowdown is not None and seen.number >= self.slowdown[0]:
                 per_text *= self.slowdown[1]
             cost = self.overhead + per_text * len(texts) + self.stall.get(seen.number, 0.0)
+            cost += self.per_char * sum(len(t) for t in texts)
+            with self._lock:
+                for t in texts:  # the first request holding such a text stalls
+                    cost += self.stall_on.pop(t, 0.0)
             if self.work is not None:
                 t0 = time.perf_counter()
                 vectors = self.work(texts)

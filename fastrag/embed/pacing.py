@@ -9,11 +9,11 @@ the calls from what it measures instead:
 
 1. **One small call first** (:data:`FIRST_BATCH` texts): its latency per
    text is the first estimate of the teacher's speed.
-2. **Batch size** doubles while the teacher's throughput (texts per second
-   of one call at a time) rises by at least :data:`GAIN` and a call's
-   expected time stays within a quarter of the call timeout; the size with
-   the best throughput is kept.
-3. **Calls in flight** then grow by one while the throughput measured
+2. **Batch size** doubles (quadruples while throughput nearly doubles with
+   it) while the teacher's throughput (texts per second of one call at a
+   time) rises by at least :data:`GAIN` and a call's expected time stays
+   within half the call timeout; the size with the best throughput is kept.
+3. **Calls in flight** then go to two, and grow by one while the throughput measured
    between completions rises by :data:`GAIN`, never beyond what the teacher
    answers in half the timeout (``in flight x batch <= throughput x timeout
    / 2``) nor :data:`MAX_CONCURRENCY`.
@@ -230,17 +230,27 @@ class TeacherPacer:
             if call.in_flight > 1 or texts != self.batch:
                 return
             self.rate = single
+            leap = self._best is not None and single > self._best[0] * 1.6
             if self._best is None or single > self._best[0] * GAIN:
                 self._best = (single, self.batch)  # this size paid
-            grow = 2 * self.batch
+            # Throughput nearly doubled with the batch: the call's fixed cost dominates, so
+            # grow faster.
+            grow = (4 if leap else 2) * self.batch
             improving = self._best[1] == self.batch
             if improving and grow <= MAX_BATCH and self.expected(grow, 1) * 2 <= self.timeout_cap:
                 self._set(batch=grow)
                 return
             self.batch = self._best[1]
             self.rate = self._best[0]
-            self._phase = "concurrency" if self.fixed_concurrency is None else "steady"
-            self._set()
+            if self.fixed_concurrency is None and self._fits(self.batch, 2) and self._ceiling > 1:
+                # Measured at one call in flight; try two at once (the client's work then
+                # overlaps the teacher's), kept only if it pays.
+                self._phase = "concurrency"
+                self._window_rate = self._best[0]
+                self._set(concurrency=2)
+            else:
+                self._phase = "steady"
+                self._set()
             return
         self._window.append((now, texts))
         if latency > SLOW * max(call.expected, 1e-3) + 1.0 and self._phase == "steady":
@@ -252,7 +262,7 @@ class TeacherPacer:
                 self._set(batch=self.batch // 2)
             self.rate = texts / latency
             return
-        need = max(4, 2 * self.concurrency + 1)
+        need = max(3, self.concurrency + 2)
         if len(self._window) < need:
             return
         span = self._window[-1][0] - self._window[0][0]
@@ -399,7 +409,8 @@ class TeacherPacer:
                                 f"the teacher failed on a batch of {call.hi - call.lo} texts "
                                 f"after {tries} attempts: {exc}"
                             ) from exc
-                        queue.appendleft((call.lo, call.hi, attempts, busy_count))
+                        queue.append((call.lo, call.hi, attempts, busy_count))
+                        queue = deque(sorted(queue))  # resent in text order
                         if timed_out or busy:
                             self._back_off(timed_out)
                             draining = True
