@@ -48,11 +48,12 @@ def main() -> None:
     parser.add_argument("--table", default=None, help="a saved static table (.arrow)")
     parser.add_argument("--queries", type=int, default=200, help="pseudo-questions")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-queries", type=int, default=None, help="real questions, at most")
     args = parser.parse_args()
     from fastrag.retrieve.tune import _settings
 
     ds = load_beir(args.data)
-    qids = [q["_id"] for q in ds.queries if q["_id"] in ds.qrels]
+    qids = [q["_id"] for q in ds.queries if q["_id"] in ds.qrels][: args.max_queries]
     texts = {q["_id"]: q["text"] for q in ds.queries}
     halves = [(qids[p::2], [texts[i] for i in qids[p::2]]) for p in (0, 1)]
     emb = StaticEmbedder.load(args.table) if args.table else None

@@ -16,7 +16,8 @@ the calls from what it measures instead:
 3. **Calls in flight** then go to two, and grow by one while the throughput measured
    between completions rises by :data:`GAIN`, never beyond what the teacher
    answers in half the timeout (``in flight x batch <= throughput x timeout
-   / 2``) nor :data:`MAX_CONCURRENCY`.
+   / 2``) nor :data:`MAX_CONCURRENCY` (nor the teacher client's own
+   ``max_concurrency``).
 4. **Latency must hold**: a call that takes :data:`SLOW` times its expected
    time takes one call out of flight (or halves the batch at one in flight).
 5. **Back off** on a timeout, HTTP 429 or 503 (or a dropped connection):
@@ -187,6 +188,9 @@ class TeacherPacer:
         self._window: list[tuple[float, int]] = []  # (completion time, texts) at this setting
         self._window_rate: float | None = None  # rate before the last concurrency step
         self._ceiling = MAX_CONCURRENCY if max_concurrency is None else max_concurrency
+        client_cap = getattr(getattr(teacher, "client_config", None), "max_concurrency", None)
+        if max_concurrency is None and isinstance(client_cap, int) and client_cap >= 1:
+            self._ceiling = min(self._ceiling, client_cap)  # the client's own bound holds too
         self._steady_calls = 0
 
     # -- the model of the teacher ---------------------------------------------------
