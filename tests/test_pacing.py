@@ -63,7 +63,7 @@ def test_a_timed_out_call_is_resent_only_to_an_idle_teacher():
         teacher.close()
     assert 1 <= pacer.stats.timeouts <= 2  # the stalled call, and one queued behind it
     stalled = next(s for s in server.seen if "w100" in s.texts)
-    again = [s for s in server.seen[6:] if set(s.texts) & set(stalled.texts)]
+    again = [s for s in server.seen[stalled.number :] if set(s.texts) & set(stalled.texts)]
     assert again and all(s.depth == 0 for s in again)  # nothing left in the teacher's queue
     assert all(s.arrived >= stalled.finished for s in again)
     with SlowTeacher(per_text=0.002, overhead=0.01) as clean:
