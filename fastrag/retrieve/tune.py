@@ -19,6 +19,11 @@ is kept unless a setting beats it by more than :data:`MARGIN`.
 Deterministic for a seed. The knowledge base's :meth:`tune_fusion` runs it
 over its own chunks and keeps the choice in its retrieval settings (saved
 in the manifest).
+
+Measured (BENCHMARKS.md, "Fusion tuned without labels"): on SciFact these
+pseudo-questions are too easy for the chunk keyword leg (0.99 found), the
+tuning drops the other legs and loses 0.05 nDCG@10 on the real questions,
+so it is not run by default.
 """
 
 from __future__ import annotations
