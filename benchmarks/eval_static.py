@@ -51,7 +51,7 @@ def make_teacher(args: argparse.Namespace) -> Any:
 
     input_type = tuple(args.input_type.split(",")) if args.input_type else None
     return OpenAIEmbedder(
-        base_url=args.teacher, api_key="unused", model=args.model, batch_size=args.batch_size,
+        base_url=args.teacher, api_key="unused", model=args.model, batch_size=args.batch_size or 64,
         query_prefix=args.query_prefix, document_prefix=args.document_prefix,
         input_type=input_type, max_concurrency=args.concurrency, timeout=600,
     )  # fmt: skip
@@ -195,8 +195,8 @@ def main() -> None:
     ap.add_argument("--query-prefix", default="")
     ap.add_argument("--document-prefix", default="")
     ap.add_argument("--input-type", default=None, help="query,document values of input_type")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=None, help="fixed (default: adaptive)")
+    ap.add_argument("--concurrency", type=int, default=None, help="fixed (default: adaptive)")
     ap.add_argument("--teacher-threads", type=int, default=None)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--dim", type=int, default=256)

@@ -256,8 +256,11 @@ class RetryExhaustedError(ModelError):
     """Every attempt failed with a retryable error (429, 5xx, timeout, transport).
 
     ``status`` is the last HTTP status (``None`` when the last attempt got no
-    answer) and ``attempts`` the number of requests sent.
+    answer) and ``attempts`` the number of requests sent; ``retry_after``
+    the seconds the server last asked to wait, when it said.
     """
+
+    retry_after: float | None = None
 
 
 class RateLimitError(RetryExhaustedError):

@@ -298,6 +298,24 @@ class KnowledgeBase:
                 self._publish(corpus)
             return dropped
 
+    def tune_fusion(self, *, queries: int = 200, seed: int = 0, apply: bool = True) -> Any:
+        """Choose the fusion from pseudo-questions of this corpus (:mod:`fastrag.retrieve.tune`).
+
+        With ``apply`` the choice becomes the retrieval settings (saved in the
+        manifest by the next :meth:`save`); returns the
+        :class:`~fastrag.retrieve.tune.FusionChoice`.
+        """
+        from .retrieve.tune import tune_corpus
+
+        choice = tune_corpus(self._corpus, self._retriever, queries=queries, seed=seed)
+        if apply:
+            with self._lock:
+                cfg = choice.config(self._settings.retrieval)
+                self._settings = dataclasses.replace(self._settings, retrieval=cfg)
+                self._retriever.config = cfg
+                self._dirty = True
+        return choice
+
     # -- persistence -----------------------------------------------------------
     def save(
         self, path: str | Path, *, keep: int | None = 2, overwrite: bool = False,

@@ -6,8 +6,11 @@ Steps of :func:`distill_table`:
    kernel, in batches); items seen at least ``min_count`` times are kept,
    most frequent first (ties by text), at most ``max_items``.
 2. **Item vectors.** The teacher embeds every item once (its document side,
-   or ``item_side="query"``), in batches of ``batch_size`` with up to
-   ``max_concurrency`` batches in flight, each retried ``retries`` times.
+   or ``item_side="query"``), at the pace it answers
+   (:mod:`fastrag.embed.pacing`: one small call first, then batch size and
+   calls in flight grown while the teacher's throughput rises, backed off on
+   a timeout, 429 or 503; a fixed ``batch_size`` / ``max_concurrency`` is
+   kept as given), each batch retried ``retries`` times.
 3. **Fit** (``fit=True``). A vector per item alone makes a weak text
    embedding (a probe on SciFact: nDCG@10 0.51, and no gain in hybrid
    retrieval). So the teacher also embeds a sample of the corpus's texts
@@ -43,9 +46,7 @@ import json
 import os
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,8 @@ from .._native import tokenize as _tok_kernels
 from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, FastragError, StoreError
 from ..text.tokenize import as_utf8
-from .base import check_embedder, document_vectors, query_vectors
+from .base import check_embedder
+from .pacing import TeacherPacer
 from .table import (
     DEFAULT_SIF_A,
     ITEM_TOKENIZER,
@@ -108,10 +110,12 @@ class DistillOptions:
         Conjugate-gradient steps of the fit.
     quantize : {"int8", "float16", "float32"}, default "int8"
         Storage of the vectors.
-    batch_size : int, default 64
-        Texts per teacher call.
-    max_concurrency : int, default 4
-        Teacher calls in flight at once.
+    batch_size : int or None, default None
+        Texts per teacher call; ``None``: sized from the teacher's measured
+        throughput (:mod:`fastrag.embed.pacing`).
+    max_concurrency : int or None, default None
+        Teacher calls in flight at once; ``None``: grown while throughput
+        rises, within what the teacher answers in its timeout.
     retries : int, default 2
         Retries of a failed teacher call (after the teacher's own).
     item_side : {"document", "query"}, default "document"
@@ -132,8 +136,8 @@ class DistillOptions:
     ridge: float = 0.3
     iterations: int = 60
     quantize: str = "int8"
-    batch_size: int = 64
-    max_concurrency: int = 4
+    batch_size: int | None = None
+    max_concurrency: int | None = None
     retries: int = 2
     item_side: str = "document"
     learn_min_count: int = 1
@@ -147,9 +151,9 @@ class DistillOptions:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be a positive int, got {v!r}")
 
-        positive("dim", allow_none=True)
-        for name in ("max_items", "min_count", "fit_sample", "iterations", "batch_size",
-                     "max_concurrency", "learn_min_count"):  # fmt: skip
+        for name in ("dim", "batch_size", "max_concurrency"):
+            positive(name, allow_none=True)
+        for name in ("max_items", "min_count", "fit_sample", "iterations", "learn_min_count"):
             positive(name)
         check_sif(self.sif_a)
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
@@ -191,6 +195,9 @@ class DistillProgress:
         Time spent in this stage so far.
     resumed : int
         Units found finished in the workdir when the stage started.
+    batch, in_flight : int
+        Texts per teacher call and calls in flight at the moment (0 outside
+        the teacher's stages).
     """
 
     stage: str
@@ -198,6 +205,8 @@ class DistillProgress:
     total: int
     seconds: float
     resumed: int = 0
+    batch: int = 0
+    in_flight: int = 0
 
     @property
     def rate(self) -> float:
@@ -210,15 +219,28 @@ class DistillProgress:
         r = self.rate
         return (self.total - self.done) / r if r > 0 else None
 
+    @property
+    def unit(self) -> str:
+        """What the stage counts: ``items``, ``texts`` or ``steps``."""
+        return {"items": "items", "learn": "items", "fit": "steps", "done": "steps"}.get(
+            self.stage, "texts"
+        )
+
     def line(self) -> str:
-        """A one-line rendering: stage, bar, counts, rate, ETA."""
+        """A one-line rendering: stage, bar, counts, rate (items or texts per second), ETA."""
         frac = self.done / self.total if self.total else 1.0
         bar = "#" * int(frac * 24)
         eta = self.eta
-        eta_s = "--" if eta is None else f"{int(eta) // 60}:{int(eta) % 60:02d}"
+        if eta is None:
+            eta_s = "--"
+        elif eta >= 3600:
+            eta_s = f"{int(eta) // 3600}:{int(eta) % 3600 // 60:02d}:{int(eta) % 60:02d}"
+        else:
+            eta_s = f"{int(eta) // 60}:{int(eta) % 60:02d}"
+        pace = f" (batch {self.batch} x {self.in_flight})" if self.batch else ""
         return (
             f"{self.stage:<6} [{bar:<24}] {self.done:,}/{self.total:,} "
-            f"{self.rate:,.1f}/s ETA {eta_s}"
+            f"{self.rate:,.1f} {self.unit}/s ETA {eta_s}{pace}"
         )
 
 
@@ -357,29 +379,6 @@ def count_items(
 
 
 # -- teacher calls, streamed to disk ------------------------------------------------------
-def _teacher_call(teacher: Any, side: str) -> Callable[[list[str]], np.ndarray]:
-    fn = query_vectors if side == "query" else document_vectors
-    return lambda texts: fn(teacher, texts)
-
-
-def _with_retries(
-    fn: Callable[[list[str]], np.ndarray], texts: list[str], retries: int
-) -> np.ndarray:
-    delay = 0.5
-    for attempt in range(retries + 1):
-        try:
-            return fn(texts)
-        except (FastragError, OSError) as exc:
-            if attempt == retries:
-                raise EmbedderError(
-                    f"the teacher failed on a batch of {len(texts)} texts after {retries + 1} "
-                    f"attempts: {exc}"
-                ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 8.0)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
 class RowLog:
     """An append-only float32 matrix file (rows written in order, fsynced per append).
 
@@ -432,59 +431,32 @@ def embed_streamed(
     stage: str,
     progress: Callable[[DistillProgress], None],
 ) -> np.ndarray:
-    """Teacher vectors of ``texts``: batched, concurrent, retried, appended to ``log`` in order.
+    """Teacher vectors of ``texts``, paced (:class:`~fastrag.embed.pacing.TeacherPacer`), in order.
 
-    Rows already in ``log`` are not asked again (resume).
+    Rows already in ``log`` are not asked again (resume); each answer is
+    appended to ``log`` as soon as every text before it is answered.
 
     Returns
     -------
     numpy.ndarray
         float32 ``(len(texts), teacher dim)``.
     """
-    fn = _teacher_call(teacher, side)
     start = log.rows if log is not None else 0
     parts: list[np.ndarray] = []
     n = len(texts)
-    size = options.batch_size
-    plan = [(s, min(n, s + size)) for s in range(start, n, size)]
-    t0 = time.perf_counter()
+    pacer = TeacherPacer(
+        teacher, side, batch_size=options.batch_size, max_concurrency=options.max_concurrency,
+        retries=options.retries,
+    )  # fmt: skip
     progress(DistillProgress(stage, start, n, 0.0, resumed=start))
-    done = start
-    if plan:
-        # The first batch alone: it fixes the teacher's dimension.
-        first = _with_retries(fn, list(texts[plan[0][0] : plan[0][1]]), options.retries)
-        _store(first, log, parts)
-        done = plan[0][1]
-        progress(DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start))
-        rest = plan[1:]
-        with ThreadPoolExecutor(
-            max_workers=options.max_concurrency, thread_name_prefix="fastrag-distill"
-        ) as pool:
-            pending: deque[tuple[int, Future[np.ndarray]]] = deque()
-            it = iter(rest)
-            try:
-                for lo, hi in it:
-                    pending.append(
-                        (hi, pool.submit(_with_retries, fn, list(texts[lo:hi]), options.retries))
-                    )
-                    while len(pending) >= 2 * options.max_concurrency:
-                        hi_done, fut = pending.popleft()
-                        _store(fut.result(), log, parts)
-                        done = hi_done
-                        progress(
-                            DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start)
-                        )
-                while pending:
-                    hi_done, fut = pending.popleft()
-                    _store(fut.result(), log, parts)
-                    done = hi_done
-                    progress(
-                        DistillProgress(stage, done, n, time.perf_counter() - t0, resumed=start)
-                    )
-            except BaseException:
-                for _, fut in pending:
-                    fut.cancel()
-                raise
+
+    def report(done: int, seconds: float) -> None:
+        progress(
+            DistillProgress(stage, done, n, seconds, resumed=start, batch=pacer.batch,
+                            in_flight=pacer.concurrency)
+        )  # fmt: skip
+
+    pacer.run(texts, start, lambda block: _store(block, log, parts), report)
     if log is not None:
         out = log.read()
         if out.shape[0] != n:

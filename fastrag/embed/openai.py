@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import httpx
 import numpy as np
+import orjson
 
 from ..config import ENV_EMBED_MODEL, ClientConfig, mask_url
 from ..errors import ConfigError, EmbedderError, EmbeddingResponseError, ModelResponseError
@@ -420,6 +422,75 @@ class OpenAIEmbedder(ModelClient):
                 for future in futures:
                     future.cancel()
                 raise
+        return out
+
+    def embed_once(
+        self, texts: Sequence[str], *, side: str | None = None, timeout: float | None = None
+    ) -> np.ndarray:
+        """One request for ``texts``, with its own read timeout and no retry.
+
+        The seam of a caller that paces its calls itself (a distillation's
+        :class:`~fastrag.embed.pacing.TeacherPacer`): a timeout, a 429 or a
+        5xx is raised at once, so the caller can back off and wait for the
+        teacher's queue to drain instead of resending into it.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts, all in one request (empty strings embed to zero
+            vectors without being sent).
+        side : {None, "query", "document"}
+            As :meth:`embed`, :meth:`embed_queries` or :meth:`embed_documents`.
+        timeout : float, optional
+            Read timeout of this request in seconds (default: the client's).
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(len(texts), dim)``, L2-normalised rows.
+
+        Raises
+        ------
+        ModelTimeoutError
+            No answer within ``timeout``.
+        RateLimitError, RetryExhaustedError
+            HTTP 429, 408 or 5xx (``status``; ``retry_after`` holds the
+            seconds the server asked to wait, if it said).
+        """
+        if side not in (None, "query", "document"):
+            raise ConfigError(f"side must be None, 'query' or 'document', got {side!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        ):
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        s = None if side is None else (0 if side == "query" else 1)
+        items = self._check_texts(texts)
+        rows = [i for i, t in enumerate(items) if t]
+        if not rows:
+            return self._empty(len(items))
+        cfg = self.client_config
+        body = orjson.dumps(self._body(items, rows, s), option=orjson.OPT_SERIALIZE_NUMPY)
+        url = self._url("embeddings")
+        read = cfg.read_timeout if timeout is None else float(timeout)
+        try:
+            response = self._sync_client().post(
+                "embeddings", content=body, timeout=httpx.Timeout(read, connect=cfg.connect_timeout)
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            lost = self._transport_failure(exc, url, 1)
+            if lost.timeout and isinstance(exc, httpx.ReadTimeout):
+                lost = replace(lost, reason=f"POST {url}: no answer within {read:.3g} s")
+            raise self._exhausted(lost, url, 1) from exc
+        failure = self._status_failure(response, url, 1)
+        if failure is not None:
+            err = self._exhausted(failure, url, 1)
+            err.retry_after = failure.retry_after
+            raise err
+        vectors = self._vectors(self._decode(response, url, 1), rows)
+        if len(rows) == len(items):
+            return vectors
+        out = self._empty(len(items))
+        out[rows] = vectors
         return out
 
     async def aembed(self, texts: Sequence[str], *, side: str | None = None) -> np.ndarray:

@@ -1,0 +1,96 @@
+"""Adaptive teacher calls against the best hand-tuned setting, on a slow serial teacher.
+
+A real OpenAI-compatible server on 127.0.0.1 (``_slow_teacher.py``) answers
+one request at a time, ``overhead + per_text x n`` seconds each (a CPU
+teacher whose threads work on one batch). The same texts are embedded with
+the pacer's defaults (``TeacherPacer``, batch and concurrency adaptive) and
+with every fixed (batch, calls in flight) setting of a grid, each on a fresh
+server; runs are interleaved round by round and the median texts/s per
+setting is reported, with the adaptive run's ratio to the best fixed one and
+the failed calls (timeouts, 429/503) of each. Speeds are ratios within one
+process: state the load average with them.
+
+    python benchmarks/bench_teacher.py                      # "items": short, cheap texts
+    python benchmarks/bench_teacher.py --scenario sample    # long texts, 2 s timeout
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SCENARIOS = {
+    # name: (texts, per_text s, overhead s, client timeout s, batches, concurrencies)
+    "items": (3000, 0.001, 0.02, 60.0, (16, 64, 256), (1, 2, 4)),
+    "sample": (600, 0.01, 0.03, 2.0, (16, 64, 128), (1, 2, 4)),
+}
+
+
+def one(setting, texts, per_text, overhead, timeout):
+    from _slow_teacher import SlowTeacher
+
+    from fastrag import OpenAIEmbedder
+    from fastrag.embed.pacing import TeacherPacer
+    from fastrag.errors import EmbedderError
+
+    batch, conc = setting
+    with SlowTeacher(per_text=per_text, overhead=overhead) as server:
+        teacher = OpenAIEmbedder(server.base_url, model="m", timeout=timeout)
+        pacer = TeacherPacer(teacher, "document", batch_size=batch, max_concurrency=conc)
+        t0 = time.perf_counter()
+        ok = True
+        try:
+            pacer.run(texts, 0, lambda block: None)
+        except EmbedderError:
+            ok = False
+        seconds = time.perf_counter() - t0
+        teacher.close()
+    s = pacer.stats
+    return (s.texts / seconds if ok else 0.0), s.failed_calls, (s.batch, s.concurrency), ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="items")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--texts", type=int, default=None)
+    args = parser.parse_args()
+    n, per_text, overhead, timeout, batches, concs = SCENARIOS[args.scenario]
+    n = args.texts or n
+    texts = [f"text {i} " + "word " * (i % 7) for i in range(n)]
+    settings = [(None, None)] + [(b, c) for b in batches for c in concs]
+    rates: dict[tuple, list[float]] = {s: [] for s in settings}
+    failed: dict[tuple, int] = {s: 0 for s in settings}
+    reached: dict[tuple, tuple[int, int]] = {}
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; {n} texts, {per_text * 1000:g} ms per text, "
+        f"{overhead * 1000:g} ms per call, one request at a time, timeout {timeout:g} s"
+    )
+    for r in range(args.rounds):
+        order = settings if r % 2 == 0 else settings[::-1]
+        for s in order:
+            rate, fails, end, ok = one(s, texts, per_text, overhead, timeout)
+            rates[s].append(rate)
+            failed[s] += fails
+            reached[s] = end
+    med = {s: statistics.median(v) for s, v in rates.items()}
+    best = max((s for s in settings if s != (None, None)), key=lambda s: med[s])
+    print(f"{'setting':<18} {'texts/s':>9} {'failed calls':>13}  ends at (batch, in flight)")
+    for s in settings:
+        name = "adaptive" if s == (None, None) else f"fixed {s[0]} x {s[1]}"
+        print(f"{name:<18} {med[s]:>9.1f} {failed[s]:>13}  {reached[s]}")
+    ratio = med[(None, None)] / med[best] if med[best] else float("nan")
+    print(
+        f"adaptive / best fixed ({best[0]} x {best[1]}): {ratio:.3f}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Distillation paced to its teacher: a real slow server on 127.0.0.1 that answers one request at a time."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastrag import OpenAIEmbedder, StaticEmbedder
+from fastrag.embed.distill import DistillProgress
+from fastrag.embed.pacing import TeacherPacer
+from fastrag.errors import EmbedderError, ModelTimeoutError, RateLimitError, RetryExhaustedError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from _slow_teacher import SlowTeacher  # noqa: E402
+
+WORDS = [f"w{i:03d}" for i in range(160)]
+CORPUS = [" ".join(WORDS[(7 * j + 3 * k) % len(WORDS)] for k in range(12)) for j in range(80)]
+OPTS = dict(dim=8, min_count=1, fit_sample=40, retries=2)
+
+
+def _teacher(server: SlowTeacher, timeout: float = 1.0) -> OpenAIEmbedder:
+    # The client's own retries are what used to resend into the teacher's queue.
+    return OpenAIEmbedder(server.base_url, model="m", timeout=timeout, max_retries=3)
+
+
+def _run(texts, teacher, **kw):
+    got: list[np.ndarray] = []
+    pacer = TeacherPacer(teacher, "document", **kw)
+    pacer.run(texts, 0, got.append)
+    return pacer, np.concatenate(got)
+
+
+def _repeats(server: SlowTeacher) -> int:
+    asked = [t for s in server.seen for t in s.texts]
+    return len(asked) - len(set(asked))
+
+
+def test_defaults_finish_with_no_failed_call_where_fixed_settings_time_out():
+    # 5 ms per text, one request at a time, a 1 s timeout: 4 calls of 64 texts in flight
+    # wait 1.4 s for the last answer, so the fixed setting times out and resends.
+    with SlowTeacher(per_text=0.005, overhead=0.02) as server:
+        teacher = _teacher(server)
+        emb = StaticEmbedder.distill(CORPUS, teacher, **OPTS)
+        teacher.close()
+    assert emb.fitted
+    assert server.failures() == [] and _repeats(server) == 0  # every text asked once
+    with SlowTeacher(per_text=0.005, overhead=0.02) as slow:
+        teacher = _teacher(slow)
+        pacer, _ = _run(WORDS * 2, teacher, batch_size=64, max_concurrency=4, retries=6)
+        teacher.close()
+    assert pacer.stats.timeouts > 0 and _repeats(slow) > 0
+
+
+def test_a_timed_out_call_is_resent_only_to_an_idle_teacher():
+    # The request holding w100 stalls for 1.3 s (a 1 s timeout): its texts are resent, in
+    # smaller batches, once no call is in flight and the teacher has had time to finish it.
+    with SlowTeacher(per_text=0.002, overhead=0.01, stall_on={"w100": 1.3}) as server:
+        teacher = _teacher(server)
+        pacer, vectors = _run(WORDS, teacher)
+        teacher.close()
+    assert 1 <= pacer.stats.timeouts <= 2  # the stalled call, and one queued behind it
+    stalled = next(s for s in server.seen if "w100" in s.texts)
+    again = [s for s in server.seen[stalled.number :] if set(s.texts) & set(stalled.texts)]
+    assert again and all(s.depth == 0 for s in again)  # nothing left in the teacher's queue
+    assert all(s.arrived >= stalled.finished for s in again)
+    with SlowTeacher(per_text=0.002, overhead=0.01) as clean:
+        teacher = _teacher(clean)
+        _, expected = _run(WORDS, teacher)
+        teacher.close()
+    np.testing.assert_array_equal(vectors, expected)  # the same answers, in order
+
+
+def test_429_and_503_back_off_and_finish():
+    inject = {3: 503, 8: 429, 9: 503, 15: 503}
+    with SlowTeacher(per_text=0.001, overhead=0.005, inject=inject, retry_after=0.05) as server:
+        teacher = _teacher(server, timeout=5.0)
+        pacer, vectors = _run(WORDS * 3, teacher)
+        teacher.close()
+    assert pacer.stats.busy == len(inject) and pacer.stats.timeouts == 0
+    assert vectors.shape == (len(WORDS) * 3, 16) and np.isfinite(vectors).all()
+    for n in inject:  # after a refusal the next request finds the teacher idle
+        nxt = server.seen[n]  # request n + 1
+        assert nxt.depth == 0 and nxt.arrived - server.seen[n - 1].arrived >= 0.05
+    answered = server.asked()
+    assert sorted(answered) == sorted(WORDS * 3)  # each text answered once
+
+
+def test_a_teacher_with_a_short_queue_is_not_overrun():
+    # The server refuses (503) a request that finds another one already waiting.
+    with SlowTeacher(per_text=0.002, overhead=0.01, max_queue=1, retry_after=0.02) as server:
+        teacher = _teacher(server, timeout=5.0)
+        pacer, vectors = _run(WORDS * 4, teacher)
+        teacher.close()
+    assert vectors.shape[0] == len(WORDS) * 4
+    assert pacer.concurrency <= 2 and pacer.stats.busy <= 3
+
+
+def test_fixed_settings_are_kept_and_batches_grow_when_they_pay():
+    with SlowTeacher(per_text=0.0002, overhead=0.05) as server:
+        teacher = _teacher(server, timeout=5.0)
+        fixed, _ = _run(WORDS, teacher, batch_size=10, max_concurrency=1)
+        assert {len(s.texts) for s in server.seen} == {10}
+        server.seen.clear()
+        adaptive, _ = _run(WORDS * 4, teacher)
+        teacher.close()
+    sizes = [len(s.texts) for s in server.seen]
+    assert sizes[0] == 4 and max(sizes) >= 16  # one small call, then larger batches
+    assert fixed.stats.history == [] or all(b == 10 for b, _ in fixed.stats.history)
+
+
+def test_timeouts_scale_with_the_batch():
+    with SlowTeacher(per_text=0.001, overhead=0.005) as server:
+        teacher = _teacher(server, timeout=30.0)
+        pacer, _ = _run(WORDS, teacher)
+        teacher.close()
+    assert pacer.timeout(4, 1) < pacer.timeout(400, 1) <= 30.0
+    assert pacer.timeout(400, 2) > pacer.timeout(400, 1)
+
+
+def test_a_teacher_that_keeps_failing_stops_with_a_named_error():
+    with SlowTeacher(per_text=0.001, inject={n: 400 for n in range(1, 40)}) as s:
+        teacher = _teacher(s, timeout=5.0)
+        with pytest.raises(EmbedderError, match="attempts"):
+            _run(WORDS, teacher)
+        teacher.close()
+
+
+def test_embed_once_raises_at_once_with_the_servers_wait():
+    with SlowTeacher(per_text=0.001, inject={1: 429}, stall={3: 1.5}, retry_after=7) as server:
+        teacher = _teacher(server)
+        with pytest.raises(RateLimitError) as info:
+            teacher.embed_once(["a", "b"], side="document")
+        assert info.value.retry_after == 7 and info.value.attempts == 1
+        out = teacher.embed_once(["a", "", "b"], side="query")
+        assert out.shape == (3, 16) and not out[1].any()
+        with pytest.raises(ModelTimeoutError, match="0.3 s"):
+            teacher.embed_once(["c"], timeout=0.3)
+        teacher.close()
+    assert len(server.seen) == 3  # no retry of its own
+    assert issubclass(RateLimitError, RetryExhaustedError)
+
+
+def test_progress_names_items_and_texts_per_second_and_the_pace():
+    seen: list[DistillProgress] = []
+    with SlowTeacher(per_text=0.0005, overhead=0.002) as server:
+        teacher = _teacher(server, timeout=5.0)
+        StaticEmbedder.distill(CORPUS, teacher, progress=seen.append, **OPTS)
+        teacher.close()
+    items = [p for p in seen if p.stage == "items"][-1].line()
+    sample = [p for p in seen if p.stage == "sample"][-1].line()
+    assert "items/s" in items and "ETA" in items and "batch" in items
+    assert "texts/s" in sample
+    assert "1:01:01" in DistillProgress("sample", 1, 3662, 1.0).line()
