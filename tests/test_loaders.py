@@ -90,7 +90,7 @@ def test_bad_pdfs_are_named_and_skipped_while_the_rest_is_indexed(tmp_path):
         str(folder / "notes.md"),
     ]
     reasons = dict(failures)
-    assert reasons[str(folder / "scan.pdf")] == "no text layer; OCR is not supported"
+    assert reasons[str(folder / "scan.pdf")] == "no text layer and no image to read with OCR"
     assert "encrypted" in reasons[str(folder / "locked.pdf")]
     assert "not a readable PDF" in reasons[str(folder / "broken.pdf")]
     with pytest.raises(SourceError, match="scan.pdf: no text layer"):
