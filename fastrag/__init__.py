@@ -39,6 +39,7 @@ from .errors import FastragError
 from .index.hnsw import HnswConfig
 from .kb import BuildProgress, KnowledgeBase
 from .retrieve.filters import Principal
+from .retrieve.multimodal import MultimodalContext
 from .retrieve.options import RetrievalConfig, RetrievalOptions
 from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
@@ -66,6 +67,7 @@ __all__ = [
     "LLMReranker",
     "LLMRewriter",
     "Level",
+    "MultimodalContext",
     "OpenAIChatGenerator",
     "OpenAIEmbedder",
     "Principal",

@@ -30,6 +30,7 @@ import pyarrow as pa
 from .answer.generate import Generator
 from .answer.options import AnswerOptions, parse_options
 from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
+from .answer.rows import with_rows
 from .answer.stages import StageTimer
 from .answer.table import answers_table
 from .embed.base import Embedder, check_embedder, query_vectors
@@ -47,6 +48,7 @@ from .retrieve import corpus as corpora
 from .retrieve.corpus import Corpus
 from .retrieve.filters import pushdown
 from .retrieve.masks import eligible_rows
+from .retrieve.multimodal import MultimodalContext
 from .retrieve.ontology import Ontology, as_ontology
 from .retrieve.options import RetrievalConfig, RetrievalOptions, check_k, check_question
 from .retrieve.persist import Settings, describe, open_corpus, save_corpus
@@ -612,7 +614,7 @@ class KnowledgeBase:
     def answer(
         self, question: str, k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> Answer:  # fmt: skip
         """Answer a question from the knowledge base, citing the chunks it uses.
 
@@ -625,15 +627,18 @@ class KnowledgeBase:
         ``schema``, ``min_faithfulness``, ...). Unknown options raise a
         :class:`~fastrag.errors.ConfigError` naming them. ``snapshot`` answers
         from a kept snapshot (as for :meth:`retrieve`); ``Answer.snapshot``
-        is the id of the snapshot answered from.
+        is the id of the snapshot answered from. ``rows`` (a
+        :class:`~fastrag.SqlResult` or several) puts SQL rows in the context
+        before the chunks, each cited as ``sql:<table>#<key>`` (see
+        :mod:`fastrag.answer.rows`).
         """
         ropts, aopts = parse_options(shorthand, retrieval, options)
         question, k = self._question(question), check_k(k)
         corpus, sid = self._at(snapshot)
         ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
         ans = self._pipeline.answer(
-            q, hits, query=query, timings=before, generator=generator, options=aopts,
-            snapshot=sid,
+            q, with_rows(hits, rows), query=query, timings=before, generator=generator,
+            options=aopts, snapshot=sid,
         )  # fmt: skip
         self._count(retrievals=1, answers=[ans])
         return ans
@@ -641,7 +646,7 @@ class KnowledgeBase:
     def answer_stream(
         self, question: str, k: int = 5, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, options: AnswerOptions | None = None,
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> Iterator[AnswerEvent]:  # fmt: skip
         """:meth:`answer` as events: the context hits, the text as it is generated, the Answer.
 
@@ -653,8 +658,8 @@ class KnowledgeBase:
         corpus, sid = self._at(snapshot)
         ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
         events = self._pipeline.stream(
-            q, hits, query=query, timings=before, generator=generator, options=aopts,
-            snapshot=sid,
+            q, with_rows(hits, rows), query=query, timings=before, generator=generator,
+            options=aopts, snapshot=sid,
         )  # fmt: skip
 
         def counted() -> Iterator[AnswerEvent]:
@@ -664,6 +669,19 @@ class KnowledgeBase:
                 yield event
 
         return counted()
+
+    def multimodal_query(self, context: MultimodalContext, k: int = 5, **options: Any) -> Answer:
+        """Answer a :class:`~fastrag.MultimodalContext`: its fused text through :meth:`answer`.
+
+        Images are read with Tesseract first (see :mod:`fastrag.retrieve.multimodal`);
+        ``options`` are :meth:`answer`'s.
+        """
+        if not isinstance(context, MultimodalContext):
+            raise ConfigError(
+                "multimodal_query() takes a fastrag.MultimodalContext, got "
+                f"{type(context).__name__}"
+            )
+        return self.answer(context.fuse(), k, **options)
 
     @overload
     def answer_batch(
