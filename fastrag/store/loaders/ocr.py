@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import OcrUnavailableError, SourceError
-from ._common import DEFAULT_LIMITS, LoadLimits, clean
+from ._common import DEFAULT_LIMITS, LoadLimits, clean, require
 
 __all__ = [
     "CAPTION_GAP",
@@ -168,7 +168,7 @@ def ocr_image(
     """
     binary = _binary(where)
     languages = _languages(binary, limits.ocr_languages, where)
-    from PIL import Image, UnidentifiedImageError
+    Image = require("PIL.Image", "pdf", "reading images for OCR")
 
     try:
         if isinstance(image, (bytes, bytearray)):
@@ -179,7 +179,7 @@ def ocr_image(
             picture = image
         picture.load()
         gray = picture.convert("L")  # also drops an alpha channel Tesseract would misread
-    except (OSError, UnidentifiedImageError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnidentifiedImageError is an OSError
         raise SourceError(f"{where}: not a readable image ({type(exc).__name__}: {exc})") from exc
     buffer = io.BytesIO()
     gray.save(buffer, "PNG", compress_level=1)
