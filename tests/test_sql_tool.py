@@ -144,7 +144,7 @@ def test_sqlite_rows_columns_and_citations(sqlite_db):
     ]
     assert all(c.source == f"sqlite:///{sqlite_db}" for c in result.citations)
     joined = tool.query(
-        "SELECT r.fault_code, r.solution_text, m.model FROM repair_records r JOIN machines m "
+        "SELECT r.solution_text, m.model FROM repair_records r JOIN machines m "
         "ON m.id = r.machine_id WHERE r.fault_code = :code ORDER BY r.id",
         {"code": "SV0432"},
     )
