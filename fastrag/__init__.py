@@ -38,6 +38,7 @@ from .errors import FastragError
 from .index.hnsw import HnswConfig
 from .kb import BuildProgress, KnowledgeBase
 from .options import AnswerOptions, Principal, RetrievalConfig, RetrievalOptions
+from .retrieve.multimodal import MultimodalContext
 from .retrieve.rerank import LLMReranker
 from .retrieve.rewrite import LLMRewriter, QueryRewriter, RewrittenQuery
 from .store.loaders import load_documents
@@ -65,6 +66,7 @@ __all__ = [
     "LLMReranker",
     "LLMRewriter",
     "Level",
+    "MultimodalContext",
     "OpenAIChatGenerator",
     "OpenAIEmbedder",
     "Principal",

@@ -23,6 +23,7 @@ cross into fastrag, with the original chained as ``__cause__``.
     │       └── SqlQueryError                a SqlTool query is refused or fails to run
     ├── DocumentNotFoundError (KeyError)     delete() of an id that is not stored
     ├── MissingDependencyError (ImportError) an optional extra is not installed
+    │   └── OcrUnavailableError              a page needs OCR and Tesseract (or its data) is missing
     ├── EmbedderError                        an embedder failed or gave bad vectors
     │   ├── EmbedderMismatchError (ValueError)  query embedder differs from the index's
     │   └── NotFittedError                   VocabularyEmbedder used before fit()
@@ -64,6 +65,7 @@ __all__ = [
     "ModelResponseError",
     "ModelTimeoutError",
     "NotFittedError",
+    "OcrUnavailableError",
     "OntologyError",
     "RateLimitError",
     "RequestError",
@@ -145,6 +147,14 @@ class SqlQueryError(SourceError):
 
 class MissingDependencyError(FastragError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class OcrUnavailableError(MissingDependencyError):
+    """A page or image needs OCR and Tesseract, or its language data, is not installed.
+
+    The message names the page and says how to install it (or to turn OCR
+    off with ``LoadLimits(ocr=False)``).
+    """
 
 
 class DocumentNotFoundError(FastragError, KeyError):

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from .answer.generate import Generator
 from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
+from .answer.rows import with_rows
 from .answer.stages import StageTimer
 from .answer.table import answers_table
 from .corpus import build as corpora
@@ -57,6 +58,7 @@ from .options import (
 )
 from .retrieve.filters import pushdown
 from .retrieve.masks import eligible_rows
+from .retrieve.multimodal import MultimodalContext
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
 from .store.chunks import HIT_TABLE, hits_table
@@ -666,7 +668,7 @@ class KnowledgeBase:
     def answer(
         self, question: str, k: int = DEFAULT_K, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> Answer:  # fmt: skip
         """Answer a question from the knowledge base, citing the chunks it uses.
 
@@ -680,15 +682,18 @@ class KnowledgeBase:
         works, with a :class:`DeprecationWarning`. Unknown options raise a
         :class:`~fastrag.errors.ConfigError` naming them. ``snapshot`` answers
         from a kept snapshot (as for :meth:`retrieve`); ``Answer.snapshot``
-        is the id of the snapshot answered from.
+        is the id of the snapshot answered from. ``rows`` (a
+        :class:`~fastrag.SqlResult` or several) puts SQL rows in the context
+        before the chunks, each cited as ``sql:<table>#<key>`` (see
+        :mod:`fastrag.answer.rows`).
         """
         ropts, aopts = parse_options(shorthand, retrieval, answer)
         question, k = self._question(question), check_k(k)
         corpus, sid = self._at(snapshot)
         ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
         ans = self._pipeline.answer(
-            q, hits, query=query, timings=before, generator=generator, options=aopts,
-            snapshot=sid,
+            q, with_rows(hits, rows), query=query, timings=before, generator=generator,
+            options=aopts, snapshot=sid,
         )  # fmt: skip
         self._count(retrievals=1, answers=[ans])
         return ans
@@ -696,7 +701,7 @@ class KnowledgeBase:
     def answer_stream(
         self, question: str, k: int = DEFAULT_K, *, generator: AnyGenerator = None,
         retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> Iterator[AnswerEvent]:  # fmt: skip
         """:meth:`answer` as events: the context hits, the text as it is generated, the Answer.
 
@@ -708,8 +713,8 @@ class KnowledgeBase:
         corpus, sid = self._at(snapshot)
         ((q, hits, query, before),) = self._items(corpus, [question], k, ropts, aopts)
         events = self._pipeline.stream(
-            q, hits, query=query, timings=before, generator=generator, options=aopts,
-            snapshot=sid,
+            q, with_rows(hits, rows), query=query, timings=before, generator=generator,
+            options=aopts, snapshot=sid,
         )  # fmt: skip
 
         def counted() -> Iterator[AnswerEvent]:
@@ -719,6 +724,21 @@ class KnowledgeBase:
                 yield event
 
         return counted()
+
+    def multimodal_query(
+        self, context: MultimodalContext, k: int = DEFAULT_K, **options: Any
+    ) -> Answer:
+        """Answer a :class:`~fastrag.MultimodalContext`: its fused text through :meth:`answer`.
+
+        Images are read with Tesseract first (see :mod:`fastrag.retrieve.multimodal`);
+        ``options`` are :meth:`answer`'s.
+        """
+        if not isinstance(context, MultimodalContext):
+            raise ConfigError(
+                "multimodal_query() takes a fastrag.MultimodalContext, got "
+                f"{type(context).__name__}"
+            )
+        return self.answer(context.fuse(), k, **options)
 
     @overload
     def answer_batch(

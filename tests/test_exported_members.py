@@ -28,6 +28,7 @@ def test_the_public_api_is_the_concepts_a_user_meets():
         "Answer", "AnswerEvent", "AnswerOptions", "BuildProgress", "Document", "Embedder",
         "ExtractiveGenerator", "FallbackChain", "FastragError", "Generation", "Generator", "Hit", "Hits",
         "HnswConfig", "KnowledgeBase", "LLMReranker", "LLMRewriter", "Level",
+        "MultimodalContext",
         "OpenAIChatGenerator", "OpenAIEmbedder", "Principal", "QueryRewriter", "Redactor",
         "RetrievalConfig", "RetrievalOptions", "RewrittenQuery", "SqlResult", "SqlTool",
         "StaticEmbedder",

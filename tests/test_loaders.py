@@ -90,7 +90,7 @@ def test_bad_pdfs_are_named_and_skipped_while_the_rest_is_indexed(tmp_path):
         str(folder / "notes.md"),
     ]
     reasons = dict(failures)
-    assert reasons[str(folder / "scan.pdf")] == "no text layer; OCR is not supported"
+    assert reasons[str(folder / "scan.pdf")] == "no text layer and no image to read with OCR"
     assert "encrypted" in reasons[str(folder / "locked.pdf")]
     assert "not a readable PDF" in reasons[str(folder / "broken.pdf")]
     with pytest.raises(SourceError, match="scan.pdf: no text layer"):
@@ -317,3 +317,68 @@ def test_web_pages_and_pdfs_by_url(web_server):
     )
     plan = kb.sync(resolve_sources(f"{base}/guide.html", allow_private=True))
     assert [d["id"] for d in plan.replace] == [f"{base}/guide.html"]
+
+
+# -- document dates (issue 24, item 4) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (
+            '<meta name="date" content="2025-06-01">',
+            dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc),
+        ),
+        (
+            '<meta property="article:modified_time" content="2025-06-01T10:00:00+02:00">',
+            dt.datetime(2025, 6, 1, 8, tzinfo=dt.timezone.utc),
+        ),
+        (
+            '<meta name="DC.date.modified" content="2025-06-02T00:00:00Z">',
+            dt.datetime(2025, 6, 2, tzinfo=dt.timezone.utc),
+        ),
+        (
+            '<meta http-equiv="Last-Modified" content="Tue, 03 Jun 2025 04:05:06 GMT">',
+            dt.datetime(2025, 6, 3, 4, 5, 6, tzinfo=dt.timezone.utc),
+        ),
+        # A modification date wins over a publication date, wherever it stands.
+        (
+            '<meta property="article:published_time" content="2024-01-01T00:00:00Z">'
+            '<meta name="dcterms.modified" content="2025-06-04T00:00:00Z">',
+            dt.datetime(2025, 6, 4, tzinfo=dt.timezone.utc),
+        ),
+        # An unreadable date is passed over for the next one.
+        (
+            '<meta name="last-modified" content="last Tuesday">'
+            '<meta itemprop="datePublished" content="2025-06-05">',
+            dt.datetime(2025, 6, 5, tzinfo=dt.timezone.utc),
+        ),
+        ('<meta name="date" content="soon">', None),
+        ('<meta name="description" content="2025-06-06">', None),
+    ],
+)
+def test_html_meta_dates_become_updated_at(tmp_path, head, expected):
+    (tmp_path / "page.html").write_text(
+        f"<html><head><title>t</title>{head}</head><body><p>Body text.</p></body></html>",
+        encoding="utf-8",
+    )
+    (doc,) = load_documents(tmp_path / "page.html")
+    assert doc.get("updated_at") == expected
+
+
+def test_docx_created_date_when_never_modified_and_dates_reach_hits(tmp_path):
+    import docx
+
+    path = tmp_path / "created.docx"
+    d = docx.Document()
+    d.core_properties.created = dt.datetime(2025, 3, 4, 5, 6, 7)
+    # python-docx's template carries a modified date of its own; drop it, as a file
+    # written by a tool that records only the creation would.
+    props = d.core_properties._element
+    props.remove(props.find("{http://purl.org/dc/terms/}modified"))
+    d.add_paragraph("The coolant pump was serviced.")
+    d.save(str(path))
+    (doc,) = load_documents(path)
+    assert doc["updated_at"] == dt.datetime(2025, 3, 4, 5, 6, 7, tzinfo=dt.timezone.utc)
+    kb = fastrag.KnowledgeBase.build([doc])
+    assert kb.retrieve("coolant pump", k=1)[0].updated_at == doc["updated_at"]

@@ -470,3 +470,115 @@ def test_http_without_a_sql_source_is_404(tmp_path):
     with ThreadServer(ServeSettings(kbs=(("a", str(kb)),), reload_interval=0)) as s:
         r = httpx.post(s.url + "/v1/sql", json={"sql": "SELECT 1"}, timeout=30)
     assert r.status_code == 404
+
+
+# -- rows cited in answers ----------------------------------------------------------------
+
+MANUAL = [
+    {"id": "manual", "text": "Alarm SV0432 means the spindle overheats. See the repair records."},
+    {"id": "belt", "text": "The conveyor belt is cleaned every Friday."},
+]
+SV0432 = "SELECT fault_code, solution_text FROM repair_records WHERE fault_code = :code ORDER BY id"
+
+
+def _answer_from_rows(url):
+    tool = fastrag.SqlTool(url, tables=TABLES)
+    try:
+        result = tool.query(SV0432, {"code": "SV0432"})
+    finally:
+        tool.close()
+    rows = result.hits()
+    assert [h.doc_id for h in rows] == ["sql:repair_records#1", "sql:repair_records#2"]
+    assert rows[0].text == "fault_code: SV0432 | solution_text: Replace the spindle fan"
+    assert rows[0].metadata["source"] == "sql:repair_records#1"
+    assert rows[0].metadata["row"] == {
+        "fault_code": "SV0432",
+        "solution_text": "Replace the spindle fan",
+    }
+    assert rows[0].metadata["key"] == {"id": 1} and rows[0].metadata["table"] == "repair_records"
+    assert rows[0].metadata["database"] == tool.source and rows[0].chunk_id < 0
+    assert result.hits()[0].chunk_id == rows[0].chunk_id  # stable: a row is cited the same way
+    kb = fastrag.KnowledgeBase.build(MANUAL)
+    answer = kb.answer("What is the solution for SV0432?", rows=result)
+    assert [h.doc_id for h in answer.hits[:2]] == ["sql:repair_records#1", "sql:repair_records#2"]
+    assert "manual" in [h.doc_id for h in answer.hits]  # the chunks stay beside the rows
+    assert answer.found and "Replace the spindle fan" in answer.text
+    cited = [h.doc_id for h in answer.citations.values()]
+    assert "sql:repair_records#1" in cited
+    assert fastrag.answer.audit.verify_answer(answer)
+    as_json = answer.to_dict()
+    assert as_json["hits"][0]["metadata"]["source"] == "sql:repair_records#1"
+    return answer
+
+
+def test_sqlite_rows_are_cited_in_answers_beside_chunks(sqlite_db):
+    _answer_from_rows(f"sqlite:///{sqlite_db}")
+
+
+def test_postgres_rows_are_cited_in_answers_beside_chunks(postgres):
+    url, _ = postgres
+    answer = _answer_from_rows(url)
+    assert answer.hits[0].metadata["database"] == url
+
+
+def test_joined_and_aggregate_rows_are_cited_by_their_tables(sqlite_db):
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES)
+    joined = tool.query(
+        "SELECT r.fault_code, r.solution_text, m.model FROM repair_records r JOIN machines m "
+        "ON r.machine_id = m.id WHERE r.fault_code = :code ORDER BY r.id",
+        {"code": "SV0432"},
+    )
+    hits = joined.hits()
+    assert [h.doc_id for h in hits] == [
+        "sql:repair_records#1+machines#M1",
+        "sql:repair_records#2+machines#M2",
+    ]
+    assert hits[0].text == (
+        "fault_code: SV0432 | solution_text: Replace the spindle fan | model: FANUC-0iMD"
+    )
+    assert [c["table"] for c in hits[0].metadata["citations"]] == ["repair_records", "machines"]
+    count = tool.query(
+        "SELECT COUNT(*) AS n FROM repair_records WHERE fault_code = :code", {"code": "SV0432"}
+    )
+    (row,) = count.hits()
+    assert row.doc_id == "sql:repair_records#row=1" and row.text == "n: 2"
+    assert row.metadata["key"] is None
+    kb = fastrag.KnowledgeBase.build(MANUAL)
+    with pytest.raises(ConfigError, match="rows must be SqlTool query results"):
+        kb.answer("SV0432?", rows=[{"fault_code": "SV0432"}])
+    # The same row given twice is one context entry; a stream shows the rows first too.
+    events = list(kb.answer_stream("Which machine model had SV0432?", rows=[joined, joined]))
+    shown = [h.doc_id for h in events[0].hits]
+    assert shown[:2] == [h.doc_id for h in hits] and shown.count(hits[0].doc_id) == 1
+    final = events[-1].answer
+    assert final is not None and final.found and "FANUC-0iMD" in final.text
+    assert final.citations[1].doc_id == "sql:repair_records#1+machines#M1"
+
+
+def test_rows_are_redacted_before_a_model_reads_them(tmp_path):
+    path = tmp_path / "contacts.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE repair_records (id INTEGER PRIMARY KEY, fault_code TEXT, "
+                 "solution_text TEXT)")  # fmt: skip
+    conn.execute(
+        "INSERT INTO repair_records VALUES (1, 'SV0432', 'Call tech.lee@example.com to swap the fan')"
+    )
+    conn.commit()
+    conn.close()
+    tool = fastrag.SqlTool(
+        f"sqlite:///{path}", tables={"repair_records": ["id", "fault_code", "solution_text"]}
+    )
+    result = tool.query(SV0432, {"code": "SV0432"})
+    seen: list[str] = []
+
+    def model(question, hits):  # any callable generator is model-bound: it reads redacted text
+        seen.extend(h.text for h in hits)
+        return "Swap the fan [1]."
+
+    kb = fastrag.KnowledgeBase.build(MANUAL)
+    answer = kb.answer("What is the fix for SV0432?", rows=result, generator=model)
+    assert seen and "tech.lee@example.com" not in seen[0] and "Call" in seen[0]
+    assert "tech.lee@example.com" not in answer.prompt
+    assert answer.pii.get("EMAIL") == 1
+    assert answer.citations[1].doc_id == "sql:repair_records#1"
+    assert "tech.lee@example.com" in answer.citations[1].text  # the caller's own copy is whole

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import hashlib
 import sqlite3
 import threading
 import time
@@ -52,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, SqlQueryError
+from ..types import Hit
 from .loaders.sql import _sqlite_path, safe_url
 
 __all__ = ["SqlCitation", "SqlResult", "SqlTool"]
@@ -89,6 +91,52 @@ class SqlResult:
     truncated: bool = False
     sql: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+
+    def hits(self) -> list[Hit]:
+        """The rows as context entries an answer cites beside chunks (``kb.answer(q, rows=...)``).
+
+        One :class:`~fastrag.Hit` per row: ``text`` is ``column: value |
+        column: value`` (null values left out), ``doc_id`` and
+        ``metadata["source"]`` are ``sql:<table>#<key>`` (joined tables
+        ``sql:<t1>#<k1>+<t2>#<k2>``; a row without a key, as an aggregate's,
+        ``sql:<tables>#row=<i>``), and the metadata holds ``title`` (the
+        tables), ``database``, ``table``, ``key``, ``row`` (the row as
+        returned), ``sql`` and ``citations``. ``chunk_id`` is negative (never
+        a stored chunk's) and stable for a keyed row; ``relevance`` is 1.0.
+        """
+        n = len(self.rows)
+        per = len(self.citations) // n if n and len(self.citations) % n == 0 else 0
+        keyed = per > 0 and all(c.key for c in self.citations)
+        tables = list(dict.fromkeys(c.table for c in self.citations))
+        out = []
+        for i, row in enumerate(self.rows):
+            cites = self.citations[i * per : (i + 1) * per] if keyed else self.citations
+            if keyed:
+                ref = "+".join(f"{c.table}#{next(iter(c.key.values()))}" for c in cites if c.key)
+            else:
+                ref = f"{'+'.join(tables)}#row={i + 1}"
+            doc_id = f"sql:{ref}"
+            text = " | ".join(
+                f"{col}: {' '.join(str(v).split())}" for col, v in row.items() if v is not None
+            ) or " | ".join(f"{col}: NULL" for col in row)
+            seed = f"{self.citations[0].source if self.citations else ''}\n{doc_id}"
+            if not keyed:
+                seed += f"\n{self.sql}\n{text}"
+            digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+            chunk_id = -1 - int.from_bytes(digest[:7], "big")
+            first = cites[0] if cites else None
+            metadata = {
+                "title": ", ".join(tables),
+                "source": doc_id,
+                "database": first.source if first else None,
+                "table": first.table if first else None,
+                "key": first.key if first else None,
+                "row": dict(row),
+                "sql": self.sql,
+                "citations": [c.to_dict() for c in cites],
+            }
+            out.append(Hit(chunk_id, doc_id, 0, 0, len(text), text, 1.0, metadata, 1.0))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (values already are: dates as ISO-8601, decimals as strings)."""

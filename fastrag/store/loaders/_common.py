@@ -59,6 +59,13 @@ class LoadLimits:
         Deadline of one web fetch, redirects and body included (30 s).
     redirects : int
         Most redirects followed by one web fetch (5).
+    ocr : bool
+        Read a PDF page without a text layer with Tesseract (True; see
+        :mod:`~fastrag.store.loaders.ocr`); False refuses such a PDF as before.
+    ocr_languages : str
+        Tesseract languages, ``+``-joined (``"eng+chi_sim"``); those installed are used.
+    ocr_seconds : float
+        Deadline of one page's (or image's) OCR (120 s).
     """
 
     part_bytes: int = 64 << 20
@@ -68,6 +75,9 @@ class LoadLimits:
     html_depth: int = 256
     fetch_seconds: float = 30.0
     redirects: int = 5
+    ocr: bool = True
+    ocr_languages: str = "eng+chi_sim"
+    ocr_seconds: float = 120.0
 
     def __post_init__(self) -> None:
         for name in ("part_bytes", "text_chars", "zip_ratio", "pdf_pages", "html_depth"):
@@ -76,6 +86,15 @@ class LoadLimits:
                 raise ConfigError(f"LoadLimits.{name} must be a positive integer, not {value!r}")
         if not isinstance(self.redirects, int) or self.redirects < 0:
             raise ConfigError(f"LoadLimits.redirects must be 0 or more, not {self.redirects!r}")
+        if not isinstance(self.ocr, bool):
+            raise ConfigError(f"LoadLimits.ocr must be True or False, not {self.ocr!r}")
+        langs = self.ocr_languages
+        if not isinstance(langs, str) or not all(p.isidentifier() for p in langs.split("+")):
+            raise ConfigError(
+                f"LoadLimits.ocr_languages must be Tesseract names joined by '+', not {langs!r}"
+            )
+        if not self.ocr_seconds > 0:
+            raise ConfigError(f"LoadLimits.ocr_seconds must be positive, not {self.ocr_seconds!r}")
         if not self.fetch_seconds > 0:
             raise ConfigError(
                 f"LoadLimits.fetch_seconds must be positive, not {self.fetch_seconds!r}"

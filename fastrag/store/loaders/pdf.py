@@ -14,9 +14,12 @@ continues it: its rows take that header.
 
 Each page is a document ``<id>#page=<n>`` with metadata ``page`` (from 1),
 ``title`` (the PDF's Title, else the file's stem), ``source`` and
-``updated_at`` (ModDate, else CreationDate). A PDF without any text layer
-(scanned images) is refused with "no text layer; OCR is not supported"; an
-encrypted or corrupt one is refused naming the reason. A PDF of more than
+``updated_at`` (ModDate, else CreationDate). A page without a text layer
+(a scan) is read with Tesseract and says ``ocr: true``; a captioned image
+becomes a figure document ``<id>#page=<n>&figure=<k>`` bound to the image's
+SHA-256 (both in :mod:`~fastrag.store.loaders.ocr`). With
+``LoadLimits(ocr=False)`` a PDF without any text layer is refused with "no
+text layer"; an encrypted or corrupt one is refused naming the reason. A PDF of more than
 ``pdf_pages`` pages (5,000) or more than ``text_chars`` characters (32
 million) is refused (:class:`~fastrag.errors.SourceLimitError`, see
 :class:`~fastrag.store.loaders.LoadLimits`), counted as it is read.
@@ -31,7 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import SourceError, SourceLimitError
+from ...errors import MissingDependencyError, SourceError, SourceLimitError
+from . import ocr
 from ._common import DEFAULT_LIMITS, Blocks, LoadLimits, check_text, clean, require, table_rows
 from .tables import page_tables
 
@@ -202,26 +206,39 @@ def load(path: Path, doc_id: str, limits: LoadLimits = DEFAULT_LIMITS) -> Iterat
                     f"{path}: {n_pages:,} pages, more than {limits.pdf_pages:,} "
                     "(LoadLimits.pdf_pages)"
                 )
-            for page in pdf.pages:
+            scanned: dict[int, str] = {}  # page number -> its OCR text
+            figures: dict[int, list[dict[str, Any]]] = {}
+            for number, page in enumerate(pdf.pages, 1):
                 items, chars = _page_items(page)
+                if limits.ocr and ocr.needs_ocr(page, chars):
+                    scanned[number] = ocr.ocr_page(
+                        page, limits=limits, where=f"{path} page {number}"
+                    )
+                    chars = len(scanned[number])
+                elif page.images:
+                    items, figures[number] = ocr.bind_figures(page.images, items)
                 pages.append(items)
                 n_chars += chars
                 check_text(n_chars, limits, path)
                 page.close()  # drop the page's parsed objects before the next one
-    except SourceError:
+    except (SourceError, MissingDependencyError):  # OcrUnavailableError: a page needs Tesseract
         raise
     except Exception as exc:
         if _encrypted(exc):
             raise SourceError(f"{path}: encrypted PDF (a password is needed)") from exc
         raise SourceError(f"{path}: not a readable PDF ({type(exc).__name__}: {exc})") from exc
     if n_chars == 0:
-        raise SourceError(f"{path}: no text layer; OCR is not supported")
+        why = (
+            "; OCR found no text" if scanned
+            else " and no image to read with OCR" if limits.ocr
+            else "; OCR is off (LoadLimits.ocr)"
+        )  # fmt: skip
+        raise SourceError(f"{path}: no text layer{why}")
     title = info.get("Title")
     title = clean(title.decode("latin-1") if isinstance(title, bytes) else title) or path.stem
     updated = parse_pdf_date(info.get("ModDate")) or parse_pdf_date(info.get("CreationDate"))
     for number, text in enumerate(_render(pages), 1):
-        if not text.strip():
-            continue
+        text = scanned.get(number, text)
         doc: dict[str, Any] = {
             "id": f"{doc_id}#page={number}",
             "text": text,
@@ -232,7 +249,11 @@ def load(path: Path, doc_id: str, limits: LoadLimits = DEFAULT_LIMITS) -> Iterat
         }
         if updated is not None:
             doc["updated_at"] = updated
-        yield doc
+        if number in scanned:
+            doc["ocr"] = True
+        if text.strip():
+            yield doc
+        yield from ocr.figure_documents(doc, figures.get(number, ()))
 
 
 def _encrypted(exc: BaseException) -> bool:

@@ -6,8 +6,14 @@ blocks become the structure the structure-aware chunker reads (see
 header (``th`` cells, or the ``thead`` row) with each cell. Scripts, styles,
 templates, forms and navigation (``nav``, ``role="navigation"``) are
 dropped. ``<title>`` becomes ``title`` (else the first ``h1``, else the
-file's stem); ``<meta name="last-modified">`` or
-``<meta property="article:modified_time">`` becomes ``updated_at``.
+file's stem). The page's date becomes ``updated_at``: the first of its
+``<meta>`` tags (by ``name``, ``property``, ``http-equiv`` or ``itemprop``,
+any case) that says when it was modified (``last-modified``,
+``article:modified_time``, ``og:updated_time``, ``dcterms.modified``,
+``DC.date.modified``, ``dateModified``), else when it was dated or
+published (``date``, ``dcterms.date``, ``DC.date``, ``article:published_time``,
+``datePublished``, ``dcterms.created``); ISO-8601 or an HTTP date
+(``Tue, 02 Jan 2026 03:04:05 GMT``); a value that is neither is passed over.
 
 Limits (:class:`~fastrag.store.loaders.LoadLimits`): a file larger than
 ``part_bytes`` or with more than ``text_chars`` characters of text is
@@ -404,6 +410,43 @@ def _run(root: Any, blocks: Blocks, depth: int) -> None:
             stack.append(step[0](step[1], blocks))
 
 
+_DATE_META = (
+    "last-modified", "article:modified_time", "og:updated_time", "dcterms.modified",
+    "dc.date.modified", "datemodified", "date", "dcterms.date", "dc.date",
+    "article:published_time", "datepublished", "dcterms.created", "dc.date.created",
+)  # fmt: skip
+"""``<meta>`` names of a page's date, the modification dates first."""
+
+
+def _meta_date(tree: Any, where: str) -> Any:
+    """The page's date from its ``<meta>`` tags (see the module notes), or None."""
+    import email.utils
+
+    found: dict[str, str] = {}
+    for meta in tree.css("meta"):
+        attrs = meta.attributes
+        content = (attrs.get("content") or "").strip()
+        if not content:
+            continue
+        for attr in ("name", "property", "http-equiv", "itemprop"):
+            key = (attrs.get(attr) or "").strip().lower()
+            if key:
+                found.setdefault(key, content)
+    for key in _DATE_META:
+        value = found.get(key)
+        if value is None:
+            continue
+        try:
+            return parse_updated_at(value, where=where)
+        except ValueError:
+            pass
+        try:
+            return parse_updated_at(email.utils.parsedate_to_datetime(value), where=where)
+        except (TypeError, ValueError, IndexError):
+            continue
+    return None
+
+
 def html_document(
     html: str,
     *,
@@ -422,19 +465,7 @@ def html_document(
         raise SourceError(f"{source or doc_id}: not parseable as HTML: {exc}") from exc
     title_node = tree.css_first("title")
     title = _text(title_node) if title_node is not None else ""
-    updated = None
-    for selector in (
-        'meta[name="last-modified"]', 'meta[http-equiv="last-modified"]',
-        'meta[property="article:modified_time"]', 'meta[name="dcterms.modified"]',
-    ):  # fmt: skip
-        meta = tree.css_first(selector)
-        if meta is not None and meta.attributes.get("content"):
-            try:
-                updated = parse_updated_at(meta.attributes["content"], where=source or doc_id)
-            except ValueError:
-                updated = None
-            if updated is not None:
-                break
+    updated = _meta_date(tree, where)
     for node in tree.css(_DROP):
         node.decompose()
     if not title:
