@@ -2,11 +2,14 @@
 
 The same N x 384 unit vectors (default 100,000) and 300 questions for every
 store: FAISS (Flat, HNSW32), LanceDB (flat), Qdrant local, Milvus Lite,
-beside fastrag's own exact and HNSW indexes. Per store: recall@10 against
-exact (no filter, and filters keeping 10 % and 1 % of the rows), whether
-every filtered question got k results, questions/s, p50/p99 of one
-question, the build time, the process's memory growth, and 10,000 deletes
-in one call.
+beside fastrag's own exact and HNSW indexes; FAISS IVF256,Flat and LanceDB
+with its IVF_HNSW_SQ index are the ANN configurations beside them. Per store:
+whether its top-10 equals fastrag's exact top-10 (``same``), recall@10
+against exact (no filter, and filters keeping 10 % and 1 % of the rows),
+whether every filtered question got k results, questions/s, p50/p99 of one
+question through fastrag and through the store's own client (interleaved;
+``overhead`` is the p50 ratio), the build time, the process's memory growth,
+and 10,000 deletes in one call.
 
 The vector leg is driven directly (``StoreIndex.search`` with the filter's
 mask and pushdown, as the retriever calls it) so that the ratio to the
@@ -85,21 +88,75 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def timed(fn, qs: np.ndarray):
-    lat = []
+    """Questions/s of one batch call, p50/p99 ms of single questions."""
+    return timed_pair(fn, None, qs)[0]
+
+
+def timed_pair(fn_a, fn_b, qs: np.ndarray):
+    """``timed`` of two functions, interleaved question by question (one load for both)."""
+    fns = [f for f in (fn_a, fn_b) if f is not None]
+    lat: list[list[float]] = [[] for _ in fns]
     for i in range(len(qs)):
+        for j, fn in enumerate(fns):
+            t = time.perf_counter()
+            fn(qs[i : i + 1])
+            lat[j].append(time.perf_counter() - t)
+    out = []
+    for j, fn in enumerate(fns):
         t = time.perf_counter()
-        fn(qs[i : i + 1])
-        lat.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    fn(qs)
-    batch = time.perf_counter() - t
-    ms = np.array(lat) * 1e3
-    return len(qs) / batch, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+        fn(qs)
+        batch = time.perf_counter() - t
+        ms = np.array(lat[j]) * 1e3
+        out.append((len(qs) / batch, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))))
+    return out
 
 
-def direct_search(store, engine: str, qs: np.ndarray, k: int, native):
-    """The store's own client, the same search fastrag asks for."""
-    return store.search(qs, k, native=native)
+def client_search(store, engine: str, k: int):
+    """The store's own client doing the unfiltered search fastrag asks of it (raw results).
+
+    The same request the adapter sends, without fastrag around it: the
+    ``overhead`` column is fastrag's search over this one.
+    """
+    if engine == "faiss":
+        import faiss
+
+        index = store.index
+        params, keep = store._params(faiss, index, None)  # the adapter's nprobe / efSearch
+        return lambda q, _keep=keep: index.search(q, k, params=params)
+    if engine == "lancedb":
+        table = store.table
+
+        def run(q):
+            req = table.search(q if len(q) > 1 else q[0]).distance_type("dot").limit(k)
+            if not store.exact:
+                req = req.nprobes(store.nprobes).refine_factor(store.refine)
+            return req.select(["chunk_id", "_distance"]).to_arrow()
+
+        return run
+    if engine == "qdrant":
+        from qdrant_client import models
+
+        client = store.client
+
+        def run(q):
+            requests = [models.QueryRequest(query=v.tolist(), limit=k) for v in q]
+            return client.query_batch_points(store.collection, requests=requests)
+
+        return run
+    if engine == "milvus":
+        client = store.client
+
+        def run(q):
+            return client.search(
+                store.collection, data=list(q), limit=k, output_fields=["chunk_id"],
+                search_params={"metric_type": "IP"},
+            )  # fmt: skip
+
+        return run
+    raise ValueError(engine)
+
+
+NAMES = {"none": "recall", "10%": "r@10%", "1%": "r@1%"}
 
 
 def main() -> int:
@@ -112,8 +169,12 @@ def main() -> int:
     ap.add_argument("--qdrant-max", type=int, default=20_000)
     ap.add_argument(
         "--stores",
-        default="exact,hnsw,faiss,faiss:HNSW32,lancedb,qdrant,milvus",
-        help="comma-separated: exact, hnsw, faiss[:factory], lancedb, qdrant, milvus",
+        default=(
+            "exact,hnsw,faiss,faiss:HNSW32,faiss:IVF256,Flat,lancedb,lancedb?index=IVF_HNSW_SQ,"
+            "qdrant,milvus"
+        ),
+        help="comma-separated: exact, hnsw, faiss[:factory] (a factory's own commas are kept), "
+        "lancedb[?index=...], qdrant, milvus",
     )
     args = ap.parse_args()
     n, k = args.n, args.k
@@ -132,23 +193,43 @@ def main() -> int:
     truth = {name: exact.search(qs, k, mask=m)[0] for name, (m, _) in filters.items()}
     tmp = Path(tempfile.mkdtemp(prefix="compare_stores-"))
     print(f"n={n:,} dim={args.dim} questions={len(qs)} k={k}  (machine load matters: see --help)")
-    cols = (
-        "store",
-        "path",
-        "build_s",
-        "mem_MB",
-        "recall",
-        "r@10%",
-        "r@1%",
-        "full_k",
-        "qps",
-        "p50_ms",
-        "p99_ms",
-        "del_s",
+    print(
+        "same: share of questions whose top-k ids equal fastrag's exact top-k (all three "
+        "filters); overhead: fastrag's p50 over the client's; del_s: one delete call of "
+        f"{args.deletes:,} ids (del_ok: the store's count fell by exactly that)"
     )
+    cols = (
+        "store", "path", "build_s", "mem_MB", "same", "recall", "r@10%", "r@1%", "full_k",
+        "qps", "p50_ms", "p99_ms", "overhead", "del_s", "del_ok",
+    )  # fmt: skip
     print(" | ".join(f"{c:>9}" for c in cols))
-    for spec in args.stores.split(","):
-        spec = spec.strip()
+    specs = []
+    for part in args.stores.split(","):  # "faiss:IVF256,Flat": a factory's commas stay with it
+        part = part.strip()
+        if (
+            specs
+            and specs[-1].startswith("faiss:")
+            and part
+            and part.split(":")[0].split("?")[0]
+            not in ("exact", "hnsw", "faiss", "lancedb", "qdrant", "milvus")
+        ):
+            specs[-1] += "," + part
+        elif part:
+            specs.append(part)
+
+    def quality(row, search) -> bool:
+        full, same = True, []
+        for name, (mask, push) in filters.items():
+            found = search(mask, push)
+            eligible = n if mask is None else int(mask.sum())
+            full &= bool(((found >= 0).sum(axis=1) >= min(k, eligible)).all())
+            same.extend((found == truth[name]).all(axis=1).tolist())
+            row[NAMES[name]] = recall(found, truth[name])
+        row["same"] = float(np.mean(same))
+        row["full_k"] = full
+        return full
+
+    for spec in specs:
         gc.collect()
         m0 = rss_mb()
         t0 = time.perf_counter()
@@ -164,25 +245,22 @@ def main() -> int:
             build = time.perf_counter() - t0
             mem = rss_mb() - m0
             row = {"store": spec, "path": "fastrag", "build_s": build, "mem_MB": mem}
-            for name, (mask, _) in filters.items():
-                found, _ = index.search(qs, k, mask=mask)
-                row[{"none": "recall", "10%": "r@10%", "1%": "r@1%"}[name]] = recall(
-                    found, truth[name]
-                )
-            row["full_k"] = True
-            qps, p50, p99 = timed(lambda q: index.search(q, k), qs)
-            row.update(qps=qps, p50_ms=p50, p99_ms=p99, del_s=float("nan"))
+            quality(row, lambda mask, push, index=index: index.search(qs, k, mask=mask)[0])
+            qps, p50, p99 = timed(lambda q, index=index: index.search(q, k), qs)
+            row.update(qps=qps, p50_ms=p50, p99_ms=p99)
             print_row(row, cols)
             continue
-        engine = spec.split(":", 1)[0]
+        engine, _, options = spec.split(":", 1)[0].partition("?")
         if engine == "qdrant" and n > args.qdrant_max:
             print(f"{spec}: skipped (local mode writes one SQLite commit per point; --qdrant-max)")
             continue
+        where = f"{tmp}/{len(specs)}-{abs(hash(spec))}"
         target = {
-            "lancedb": f"lancedb:{tmp}/lance",
-            "qdrant": f"qdrant:{tmp}/qdrant",
-            "milvus": f"milvus:{tmp}/milvus.db",
-        }.get(engine, spec)
+            "lancedb": f"lancedb:{where}-lance",
+            "qdrant": f"qdrant:{where}-qdrant",
+            "milvus": f"milvus:{where}-milvus.db",
+        }.get(engine)
+        target = spec if target is None else target + (f"?{options}" if options else "")
         try:
             store = parse_store(target)
             store.create(args.dim)
@@ -195,37 +273,33 @@ def main() -> int:
         build = time.perf_counter() - t0
         mem = rss_mb() - m0
         view = StoreIndex(store, ids, exact)
+        own = client_search(store, engine, k)
+        rows = {}
         for path in ("fastrag", "client"):
-            row = {"store": spec, "path": path, "build_s": build, "mem_MB": mem}
-            full = True
-            for name, (mask, push) in filters.items():
-                if path == "fastrag":
-                    found, _ = view.search(qs, k, mask=mask, pushdown=push)
-                else:
+            row = rows[path] = {"store": spec, "path": path, "build_s": build, "mem_MB": mem}
+            if path == "fastrag":
+                quality(row, lambda mask, push: view.search(qs, k, mask=mask, pushdown=push)[0])
+            else:
+
+                def direct(mask, push):
                     native = None if push is None else store.translate(push)
                     if push is not None and native is None:  # FAISS: the id selector
-                        found, _ = store.search(qs, k, ids=ids[mask])
-                    else:
-                        found, _ = direct_search(store, engine, qs, k, native)
-                full &= bool(
-                    (
-                        (found >= 0).sum(axis=1) >= min(k, n if mask is None else int(mask.sum()))
-                    ).all()
-                )
-                row[{"none": "recall", "10%": "r@10%", "1%": "r@1%"}[name]] = recall(
-                    found, truth[name]
-                )
-            row["full_k"] = full
-            if path == "fastrag":
-                qps, p50, p99 = timed(lambda q: view.search(q, k), qs)
-            else:
-                qps, p50, p99 = timed(lambda q: store.search(q, k), qs)
-            row.update(qps=qps, p50_ms=p50, p99_ms=p99, del_s=float("nan"))
-            if path == "client":
-                dead = ids[:: max(1, n // args.deletes)][: args.deletes]
-                t = time.perf_counter()
-                store.delete(dead)
-                row["del_s"] = time.perf_counter() - t
+                        return store.search(qs, k, ids=ids[mask])[0]
+                    return store.search(qs, k, native=native)[0]
+
+                quality(row, direct)
+        (fq, f50, f99), (cq, c50, c99) = timed_pair(lambda q: view.search(q, k), own, qs)
+        rows["fastrag"].update(qps=fq, p50_ms=f50, p99_ms=f99, overhead=f50 / c50)
+        rows["client"].update(qps=cq, p50_ms=c50, p99_ms=c99)
+        dead = ids[:: max(1, n // args.deletes)][: args.deletes]
+        before = store.count()
+        t = time.perf_counter()
+        store.delete(dead)  # what fastrag's delete sends: one call for every id
+        rows["fastrag"]["del_s"] = time.perf_counter() - t
+        rows["fastrag"]["del_ok"] = store.count() == before - len(dead) or (
+            engine == "faiss" and "HNSW" in spec  # kept in the graph, never returned
+        )
+        for row in rows.values():
             print_row(row, cols)
         print(f"  plans through fastrag: {dict(store.plans)}")
         store.close()

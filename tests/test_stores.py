@@ -305,3 +305,122 @@ def test_cli_index_and_serve_load_a_store(tmp_path, capsys):
     served = _open(tmp_path / "kb")  # what fastrag serve does with a knowledge base
     assert served.kb.index == "faiss"
     assert served.kb.retrieve(" ".join(WORDS[:4]), 3, mode="vector")[0].doc_id.startswith("extra")
+
+
+def _lance_indexed_rows(kb) -> int:
+    """Rows LanceDB's vector index holds (0: none built), from the table itself."""
+    return sum(
+        ix.num_indexed_rows
+        for ix in kb._corpus.external.table.list_indices()
+        if "vector" in list(ix.columns)
+    )
+
+
+MORE_QUESTIONS = [" ".join(WORDS[i : i + 5]) for i in range(0, 290, 10)]
+
+
+def test_lancedb_ann_index_recall_against_exact(tmp_path):
+    pytest.importorskip("lancedb")
+    docs = _docs(80)  # 320 chunks: past ann_rows=256, so the ANN path is taken
+    kb = _build(docs, f"lancedb:{tmp_path}/lance?index=auto&ann_rows=256")
+    ref = _build(docs, "exact")
+    assert _lance_indexed_rows(kb) == len(kb) == len(ref)
+    stats = kb.stats()["store"]
+    assert stats["indexed"] is True and stats["index"] == "AUTO"
+    report = kb.verify(MORE_QUESTIONS)
+    assert report["index"] == "lancedb" and report["recall"] >= 0.95
+    for where in ({"team": "hr"}, {"doc_id": ["d1", "d4"]}):  # filtered: still k when k exist
+        eligible = len(ref.retrieve(MORE_QUESTIONS[0], 1000, mode="vector", where=where))
+        for q in MORE_QUESTIONS[:5]:
+            assert len(kb.retrieve(q, 10, mode="vector", where=where)) == min(10, eligible)
+    kb.save(tmp_path / "kb")
+    loaded = KnowledgeBase.load(tmp_path / "kb")  # reattached: the index is found again
+    assert loaded.stats()["store"]["indexed"] is True
+    assert loaded.verify(MORE_QUESTIONS)["recall"] >= 0.95
+    loaded.close()
+    kb.close()
+
+
+def test_lancedb_auto_index_built_by_the_add_that_crosses_the_threshold(tmp_path):
+    pytest.importorskip("lancedb")
+    kb = _build(_docs(40), f"lancedb:{tmp_path}/lance?index=auto&ann_rows=256")
+    assert _lance_indexed_rows(kb) == 0 and kb.stats()["store"]["indexed"] is False
+    kb.add(_docs(40, seed=3, prefix="n"))  # grows past 256 rows: the add builds the index
+    assert _lance_indexed_rows(kb) == len(kb) > 256
+    assert kb.stats()["store"]["indexed"] is True
+    assert kb.verify(MORE_QUESTIONS)["recall"] >= 0.95
+    kb.close()
+    with pytest.raises(ConfigError):
+        KnowledgeBase.build(_docs(2), index=f"lancedb:{tmp_path}/x?index=auto&ann_rows=10")
+    with pytest.raises(ConfigError):
+        KnowledgeBase.build(_docs(2), index=f"lancedb:{tmp_path}/x?index=bogus")
+
+
+def test_lancedb_delete_of_many_documents_is_one_commit(tmp_path):
+    """kb.delete of many documents reaches LanceDB as one delete: one new table version."""
+    pytest.importorskip("lancedb")
+    kb = _build(_docs(30), f"lancedb:{tmp_path}/lance")
+    table = kb._corpus.external.table
+    before, rows = table.version, table.count_rows()
+    doomed = [f"d{i}" for i in range(0, 30, 2)]
+    deleted = kb.delete(doomed)
+    assert table.version == before + 1
+    assert table.count_rows() == rows - deleted
+    assert not {h.doc_id for q in QUESTIONS for h in kb.retrieve(q, 500, mode="vector")} & set(
+        doomed
+    )
+    kb.close()
+
+
+def _store_rows(n: int, dim: int = 8):
+    from fastrag.index.stores.base import payload_table
+
+    vectors = np.random.default_rng(0).standard_normal((n, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = np.arange(n, dtype=np.int64) * 3 + 1
+    import pyarrow as pa
+
+    batch = pa.record_batch(
+        {
+            "chunk_id": pa.array(ids),
+            "doc_id": pa.array([f"d{i}" for i in range(n)]),
+            "ord": pa.array(np.zeros(n, np.int32)),
+            "start": pa.array(np.zeros(n, np.int64)),
+            "end": pa.array(np.zeros(n, np.int64)),
+            "updated_at": pa.nulls(n, pa.int64()),
+            "acl": pa.array([[]] * n, pa.list_(pa.string())),
+        }
+    )
+    return ids, vectors, payload_table(batch)
+
+
+@pytest.mark.parametrize("name", ["faiss", "lancedb", "milvus"])
+def test_ten_thousand_deletes_in_one_call(name, tmp_path):
+    """10,000 ids in one delete call remove exactly those rows (LanceDB: in one commit).
+
+    Qdrant's local mode is left out: it commits every deleted point to SQLite
+    on its own (10,000 took minutes on the test machine); the adapter sends
+    them in one request, as add_delete_replace_compact checks for correctness.
+    """
+    if importlib.util.find_spec(ENGINES[name]) is None:
+        pytest.skip(f"{ENGINES[name]} is not installed")
+    from fastrag.index.stores import parse_store
+    from fastrag.index.stores.base import write_rows
+
+    store = parse_store(_spec(name, tmp_path))
+    ids, vectors, payload = _store_rows(10_500)
+    store.create(vectors.shape[1])
+    store.train(vectors)
+    write_rows(store, ids, vectors, payload)
+    store.finish()
+    assert store.count() == 10_500
+    version = store.table.version if name == "lancedb" else None
+    store.delete(ids[:10_000])
+    assert store.count() == 500
+    if name == "lancedb":
+        assert store.table.version == version + 1
+    found, _ = store.search(vectors[:3], 5)  # deleted rows never come back
+    assert not set(found.ravel().tolist()) & set(ids[:10_000].tolist())
+    found, _ = store.search(vectors[10_000:10_003], 1)  # survivors are found as themselves
+    assert found[:, 0].tolist() == ids[10_000:10_003].tolist()
+    store.close()

@@ -116,6 +116,7 @@ def parse_store(spec: str | VectorStore) -> VectorStore:
         uri = rest if "://" in rest else str(Path(rest).expanduser().resolve())
         store = cls(
             uri, table=collection, index=options.pop("index", None),
+            ann_rows=_int(options, "ann_rows", -1) if "ann_rows" in options else None,
             nprobes=_int(options, "nprobes", 32), refine=_int(options, "refine", 4),
         )  # fmt: skip
     elif engine in ("qdrant", "milvus"):

@@ -4,8 +4,19 @@ Selected by ``index="lancedb:/abs/dir"`` (or ``"lancedb:s3://bucket/path"``;
 object-store credentials come from the environment, as LanceDB reads them).
 Options after ``?``: ``collection`` (the table, default ``fastrag``),
 ``index`` (an ANN index built over the table: ``IVF_PQ``, ``IVF_HNSW_SQ``,
-``IVF_FLAT``; default none, which is LanceDB's exact flat search),
+``IVF_HNSW_PQ``, ``IVF_FLAT``, or ``auto``: ``IVF_HNSW_SQ`` once the table
+holds ``ann_rows`` rows; default none, which is LanceDB's exact flat
+search), ``ann_rows`` (the size from which the index is built, default
+100,000 and never under 256: IVF and PQ train on the rows),
 ``nprobes`` and ``refine`` (the ANN index's search parameters).
+
+The index is built once the table is written (a build), or by the add whose
+batch takes the table past ``ann_rows``; later rows are searched exactly by
+LanceDB beside the index until :meth:`LanceStore.compact` (``optimize()``)
+folds them in. A store with an index is
+approximate (``exact`` is false): :class:`~.base.StoreIndex` checks that a
+filtered search came back with ``k`` rows and asks again with the allow-list
+or searches exactly itself when it did not.
 
 The payload is typed columns beside the vector; filters become a SQL
 ``WHERE`` applied before the vector search (``prefilter=True``). Metadata
@@ -30,7 +41,13 @@ from .sql import Dialect, translate
 
 __all__ = ["LanceStore"]
 
-_INDEX_TYPES = ("IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_FLAT")
+_INDEX_TYPES = ("IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_FLAT", "AUTO")
+
+ANN_ROWS = 100_000
+"""Rows from which ``index="auto"`` builds an ANN index (below it, exact flat search is fast)."""
+
+MIN_ANN_ROWS = 256
+"""Fewest rows an ANN index is trained on (PQ's 256 centroids per sub-vector)."""
 
 
 def _lancedb() -> Any:
@@ -73,7 +90,10 @@ class LanceStore(VectorStore):
     table : str
         The table's name.
     index : str, optional
-        ANN index type built over the table (none: exact flat search).
+        ANN index type built over the table, or ``"auto"`` (``IVF_HNSW_SQ``);
+        none: exact flat search.
+    ann_rows : int
+        Rows from which the index is built (at least 256).
     nprobes, refine : int
         Search parameters of the ANN index.
     """
@@ -86,17 +106,25 @@ class LanceStore(VectorStore):
         *,
         table: str = "fastrag",
         index: str | None = None,
+        ann_rows: int | None = None,
         nprobes: int = 32,
         refine: int = 4,
     ) -> None:
         if index is not None and index.upper() not in _INDEX_TYPES:
-            raise ConfigError(f"lancedb index must be one of {', '.join(_INDEX_TYPES)}")
+            names = ", ".join(t.lower() if t == "AUTO" else t for t in _INDEX_TYPES)
+            raise ConfigError(f"lancedb index must be one of {names}, got {index!r}")
         self.uri, self.table_name = uri, table
         self.index_type = None if index is None else index.upper()
+        if ann_rows is None:
+            ann_rows = ANN_ROWS if self.index_type == "AUTO" else MIN_ANN_ROWS
+        if int(ann_rows) < MIN_ANN_ROWS:
+            raise ConfigError(f"lancedb ann_rows must be at least {MIN_ANN_ROWS}, got {ann_rows}")
+        self.ann_rows = int(ann_rows)
         self.nprobes, self.refine = int(nprobes), int(refine)
-        self.exact = self.index_type is None
+        self.exact = True  # until an ANN index is built over the table (finish, attach)
         self._db: Any = None
         self._table: Any = None
+        self._filling = False
         self.dialect = Dialect()
 
     def where(self) -> str:
@@ -107,7 +135,8 @@ class LanceStore(VectorStore):
         """URI, table and index parameters."""
         return {
             "engine": "lancedb", "uri": self.uri, "table": self.table_name,
-            "index": self.index_type, "nprobes": self.nprobes, "refine": self.refine,
+            "index": self.index_type, "ann_rows": self.ann_rows, "nprobes": self.nprobes,
+            "refine": self.refine, "indexed": not self.exact,
         }  # fmt: skip
 
     @classmethod
@@ -115,7 +144,8 @@ class LanceStore(VectorStore):
         """The store a manifest describes."""
         return cls(
             str(record["uri"]), table=str(record.get("table", "fastrag")),
-            index=record.get("index"), nprobes=int(record.get("nprobes", 32)),
+            index=record.get("index"), ann_rows=record.get("ann_rows"),
+            nprobes=int(record.get("nprobes", 32)),
             refine=int(record.get("refine", 4)),
         )  # fmt: skip
 
@@ -137,6 +167,7 @@ class LanceStore(VectorStore):
         self._table = self._connect().create_table(
             self.table_name, schema=_schema(dim), mode="overwrite"
         )
+        self._filling = True  # the first rows: the index is built by finish(), over all of them
 
     def attach(self, dim: int, directory: Path | None, files: Mapping[str, Any]) -> None:
         """Open the table; its vectors must have the knowledge base's dimension."""
@@ -148,18 +179,30 @@ class LanceStore(VectorStore):
                 f"base has {dim}"
             )
         self._table = table
+        self.exact = not self._indexed()
+
+    def _indexed(self) -> bool:
+        """Whether the table has an index on its vector column."""
+        return any("vector" in list(ix.columns) for ix in self.table.list_indices())
 
     def close(self) -> None:
         """Drop the connection (reopened by :meth:`attach`)."""
         self._table = self._db = None
 
     def finish(self) -> None:
-        """Build the ANN index, when one is asked for and the table has rows."""
-        if self.index_type is None or self.count() < 256:
+        """Build the ANN index, when one is asked for and the table has ``ann_rows`` rows."""
+        self._filling = False
+        if self.index_type is None or self.count() < self.ann_rows:
             return
-        self.table.create_index(
-            metric="dot", vector_column_name="vector", index_type=self.index_type, replace=True
-        )
+        from lancedb import index as lance_index
+
+        kind = "IVF_HNSW_SQ" if self.index_type == "AUTO" else self.index_type
+        config = {
+            "IVF_PQ": lance_index.IvfPq, "IVF_HNSW_SQ": lance_index.HnswSq,
+            "IVF_HNSW_PQ": lance_index.HnswPq, "IVF_FLAT": lance_index.IvfFlat,
+        }[kind](distance_type="dot")  # fmt: skip
+        self.table.create_index("vector", config=config, replace=True)
+        self.exact = False
 
     # -- writes ----------------------------------------------------------------
     def upsert(self, ids: np.ndarray, vectors: np.ndarray, payload: pa.Table) -> None:
@@ -175,6 +218,8 @@ class LanceStore(VectorStore):
             }
         )
         self.table.add(table.cast(_schema(dim)))
+        if self.exact and self.index_type is not None and not self._filling:
+            self.finish()  # an add took the table past ann_rows
 
     def delete(self, ids: np.ndarray) -> None:
         """One delete (one commit) for all ``ids``."""
@@ -182,8 +227,13 @@ class LanceStore(VectorStore):
             self.table.delete(f"chunk_id IN ({', '.join(map(str, np.asarray(ids).tolist()))})")
 
     def compact(self, live_ids: np.ndarray) -> None:
-        """Compact the table's files and drop old versions (``optimize``)."""
+        """Compact the table's files, fold new rows into the index, drop old versions.
+
+        A table that adds grew past ``ann_rows`` gets its ANN index here.
+        """
         self.table.optimize()
+        if self.exact:
+            self.finish()
 
     def count(self) -> int:
         """Rows in the table."""
@@ -205,7 +255,7 @@ class LanceStore(VectorStore):
                 return self._pad([[] for _ in range(m)], k)
             where = f"chunk_id IN ({', '.join(map(str, ids.tolist()))})"
         q = self.table.search(queries if m > 1 else queries[0]).distance_type("dot").limit(k)
-        if self.index_type is not None:
+        if not self.exact:
             q = q.nprobes(self.nprobes).refine_factor(self.refine)
         if where is not None:
             q = q.where(where, prefilter=True)
