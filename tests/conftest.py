@@ -74,7 +74,7 @@ DEMO_PROBE = textwrap.dedent(
 
     with contextlib.redirect_stdout(io.StringIO()):
         main(["demo"])
-    kernels = {"scan_topk": topk.scan_topk, "rrf_fuse": fusion.rrf_fuse,
+    kernels = {"scan_topk": topk.scan_topk, "convex_fuse": fusion.convex_fuse,
                "exhaustive": bm25._exhaustive_serial, "pruned": bm25._search_serial}
     print(json.dumps({name: [sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values())]
                       for name, d in kernels.items()}))
@@ -88,7 +88,7 @@ def _question_kernels_cached() -> bool:
     from fastrag._native._jit import CACHE
     from fastrag._native.warmup import _cached
 
-    probes = (topk.scan_topk, fusion.rrf_fuse, bm25._exhaustive_serial, bm25._search_serial)
+    probes = (topk.scan_topk, fusion.convex_fuse, bm25._exhaustive_serial, bm25._search_serial)
     return not CACHE or any(_cached(d) for d in probes)
 
 

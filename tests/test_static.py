@@ -666,7 +666,12 @@ def test_fusion_defaults_by_embedder_kind():
         *DEFAULTS["static"][1][plan.method],
     )
     chars = fusion_plan(RetrievalConfig(), VocabularyEmbedder().fit(["abc"]))
-    assert (chars.method, chars.vector, chars.document) == ("rrf", 0.05, 3.0)
+    assert (chars.method, chars.vector, chars.keyword, chars.document) == (
+        "convex",
+        0.05,
+        0.3,
+        0.65,
+    )
     mine = fusion_plan(
         RetrievalConfig(fusion="rrf", vector_weight=2.0, document_weight=0.0), static
     )

@@ -102,7 +102,7 @@ def test_demo_compiles_its_question_kernels_once_in_a_second_process(tmp_path, c
         )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
-    for name in ("scan_topk", "rrf_fuse", "exhaustive"):
+    for name in ("scan_topk", "convex_fuse", "exhaustive"):  # the demo fuses by convex
         hits, misses = stats[name]
         assert hits >= 1 and misses == 0, (name, stats)
     assert stats["pruned"] == [0, 0]
