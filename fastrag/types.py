@@ -138,8 +138,10 @@ class Hits(list):  # type: ignore[type-arg]
         self.relevance = (
             np.asarray(relevance, dtype=np.float32)
             if relevance is not None
-            else np.array([np.nan if h.relevance is None else h.relevance for h in self],
-                          dtype=np.float32).reshape(n)
+            else np.fromiter(
+                (np.nan if h.relevance is None else h.relevance for h in self),
+                dtype=np.float32, count=n,
+            )
         )  # fmt: skip
         self.rows = (
             np.asarray(rows, dtype=np.int64) if rows is not None else np.full(n, -1, np.int64)

@@ -252,20 +252,28 @@ def _vector_view(batch: pa.RecordBatch, dim: int) -> np.ndarray:
 _UTC_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=zoneinfo.ZoneInfo("UTC"))
 
 
-def _values(arr: pa.Array, fmt: Literal["i", "q"]) -> memoryview:
-    """The values of a fixed-width Arrow array as a memoryview (zero-copy).
+def _view(buf: pa.Buffer | None, fmt: Literal["i", "q"], first: int, count: int) -> memoryview:
+    """``count`` values of format ``fmt`` from value ``first`` of an Arrow buffer (zero-copy).
 
     Indexing a memoryview gives a Python ``int`` in tens of nanoseconds; a
     numpy scalar read plus its conversion costs several times that, and a hit
-    reads a dozen such values, so the hit path reads memoryviews.
+    reads a dozen such values, so the hit path reads memoryviews. A missing
+    buffer reads as ``count`` zeros (an empty array's offsets).
     """
-    n = len(arr)
-    buf = arr.buffers()[1]
-    if buf is None or n == 0:
-        return memoryview(bytes(_struct.calcsize(fmt))).cast(fmt)[:0]
     size = _struct.calcsize(fmt)
-    raw = memoryview(buf).cast("B")[arr.offset * size : (arr.offset + n) * size]
-    return raw.cast(fmt)
+    if buf is None:
+        return memoryview(bytes(size * count)).cast(fmt)
+    return memoryview(buf).cast("B")[first * size : (first + count) * size].cast(fmt)
+
+
+def _values(arr: pa.Array, fmt: Literal["i", "q"]) -> memoryview:
+    """The values of a fixed-width Arrow array as a memoryview (zero-copy)."""
+    return _view(arr.buffers()[1] if len(arr) else None, fmt, arr.offset, len(arr))
+
+
+def _offsets(arr: pa.Array, fmt: Literal["i", "q"]) -> memoryview:
+    """The ``n + 1`` offsets of a string or list array (``"i"``: 32-bit, ``"q"``: 64-bit)."""
+    return _view(arr.buffers()[1], fmt, arr.offset, len(arr) + 1)
 
 
 class _Valid:
@@ -319,21 +327,11 @@ class _StringList:
     __slots__ = ("data", "list_offsets", "str_offsets", "valid")
 
     def __init__(self, arr: pa.ListArray) -> None:
-        n = len(arr)
-        buf = arr.buffers()[1]
         self.valid = _Valid(arr)
-        self.list_offsets = (
-            memoryview(buf).cast("B")[arr.offset * 4 : (arr.offset + n + 1) * 4].cast("i")
-            if buf is not None and n
-            else memoryview(bytes(4)).cast("i")
-        )
+        self.list_offsets = _offsets(arr, "i")
         values = arr.values  # the child array as a whole: list offsets index it directly
         vbuf = values.buffers()
-        self.str_offsets = (
-            memoryview(vbuf[1]).cast("B")[values.offset * 4 :].cast("i")
-            if vbuf[1] is not None and len(values)
-            else memoryview(bytes(4)).cast("i")
-        )
+        self.str_offsets = _view(vbuf[1], "i", values.offset, len(values) + 1)
         self.data = memoryview(vbuf[2]) if vbuf[2] is not None else memoryview(b"")
 
     def __call__(self, i: int) -> list[str] | None:
@@ -370,7 +368,7 @@ class RowReader:
         self.start = _values(col("start"), "q")
         self.end = _values(col("end"), "q")
         text = col("text")
-        self._text_offsets = _values_offsets(text)
+        self._text_offsets = _offsets(text, "q")
         data = text.buffers()[2]
         self._text_data = memoryview(data) if data is not None else memoryview(b"")
         self.doc_id = _DictColumn(col("doc_id"))
@@ -450,15 +448,6 @@ class RowReader:
 def _any_value(arr: pa.Array) -> bool:
     """Whether some row of ``arr`` is not null."""
     return arr.null_count < len(arr)
-
-
-def _values_offsets(arr: pa.Array) -> memoryview:
-    """The ``n + 1`` int64 offsets of a ``large_string`` array as a memoryview (zero-copy)."""
-    n = len(arr)
-    buf = arr.buffers()[1]
-    if buf is None:
-        return memoryview(bytes(8)).cast("q")
-    return memoryview(buf).cast("B")[arr.offset * 8 : (arr.offset + n + 1) * 8].cast("q")
 
 
 class Segment:
