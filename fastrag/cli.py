@@ -26,9 +26,10 @@ from .errors import ConfigError, FastragError
 from .kb import BuildProgress, KnowledgeBase
 from .options import DEFAULT_K, AnswerOptions, RetrievalConfig, RetrievalOptions, parse_options
 from .options import shorthand_of as _set
+from .retrieve.multimodal import MultimodalContext
 from .serve.settings import ServeSettings
 from .serve.shared import hits_json, llm_generator
-from .store.loaders import load_documents
+from .store.loaders import LoadLimits, load_documents
 from .store.report import SourceReport
 from .store.sources import read_questions
 from .types import Answer, Hit
@@ -231,6 +232,39 @@ def _add_embedder_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _load_limits(args: argparse.Namespace) -> LoadLimits | None:
+    """``--ocr/--no-ocr``, ``--ocr-languages``, ``--ocr-seconds`` as LoadLimits (None: defaults)."""
+    given: dict[str, Any] = {
+        "ocr": getattr(args, "ocr", None),
+        "ocr_languages": getattr(args, "ocr_languages", None),
+        "ocr_seconds": getattr(args, "ocr_seconds", None),
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    return LoadLimits(**given) if given else None
+
+
+def _multimodal(args: argparse.Namespace, question: str) -> MultimodalContext | None:
+    """``--image``, ``--caption``, ``--ocr-text``, ``--label``: the question as a MultimodalContext.
+
+    None when none of them is given (the question is asked as it is).
+    """
+    seen: dict[str, Any] = {
+        "images": args.image or (),
+        "captions": args.caption or (),
+        "ocr_text": args.ocr_text or (),
+        "labels": args.label or (),
+    }
+    if not any(seen.values()):
+        if args.ocr_languages is not None:
+            raise ConfigError("--ocr-languages reads --image files: give at least one --image")
+        return None
+    for image in seen["images"]:
+        if not Path(image).is_file():
+            raise ConfigError(f"--image {image}: no such file")
+    limits = LoadLimits(**({"ocr_languages": args.ocr_languages} if args.ocr_languages else {}))
+    return MultimodalContext(question, limits=limits, **seen)
+
+
 def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
     """``fastrag index`` into an existing knowledge base: add, replace, delete what changed."""
     from .store.loaders import resolve_sources
@@ -264,6 +298,7 @@ def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
             since=args.since,
             on_error=failures,
             allow_private=args.allow_private,
+            limits=_load_limits(args),
         )  # fmt: skip
     )
     print(f"syncing {', '.join(args.paths)} into {args.kb}", file=sys.stderr)
@@ -308,7 +343,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     docs = load_documents(
         args.paths, query=args.query, since=args.since, report=report,
-        allow_private=args.allow_private,
+        allow_private=args.allow_private, limits=_load_limits(args),
     )  # fmt: skip
     kb = KnowledgeBase.build(
         docs,
@@ -369,9 +404,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
             return 2
         distill = generator
     retrieval, answer = cli_options(args, distill=distill)
-    ans = kb.answer(
-        args.question, k=args.k, generator=generator, retrieval=retrieval, answer=answer
-    )
+    context = _multimodal(args, args.question)
+    if context is not None:
+        ans = kb.multimodal_query(
+            context, k=args.k, generator=generator, retrieval=retrieval, answer=answer
+        )
+    else:
+        ans = kb.answer(
+            args.question, k=args.k, generator=generator, retrieval=retrieval, answer=answer
+        )
     if args.json:
         sys.stdout.write(orjson.dumps(ans.to_dict()).decode() + "\n")
     else:
@@ -419,7 +460,15 @@ def cmd_query(args: argparse.Namespace) -> int:
     """``fastrag query``: print the chunks most similar to each question (no answer)."""
     kb = KnowledgeBase.load(args.kb)
     retrieval, _ = cli_options(args)
-    for question in args.question:
+    questions = list(args.question)
+    context = _multimodal(args, questions[0])
+    if context is not None:
+        if len(questions) > 1:
+            print("fastrag query: --image, --caption, --ocr-text and --label go with one question",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        questions = [context.fuse()]
+    for question in questions:
         hits = kb.retrieve(question, k=args.k, retrieval=retrieval)
         if args.json:
             payload = {"question": question, "hits": hits_json(hits)}
@@ -640,6 +689,46 @@ def _add_mode(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_multimodal(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--image", action="append", default=None, metavar="FILE",
+        help="an image seen with the question, read with Tesseract and fused with it "
+        "(repeat for more)",
+    )  # fmt: skip
+    p.add_argument(
+        "--caption", action="append", default=None, metavar="TEXT",
+        help="a caption of what was seen (repeat for more)",
+    )  # fmt: skip
+    p.add_argument(
+        "--ocr-text", action="append", default=None, metavar="TEXT",
+        help="text already read from an image (repeat for more)",
+    )  # fmt: skip
+    p.add_argument(
+        "--label", action="append", default=None, metavar="TEXT",
+        help="an object an image model detected (repeat for more)",
+    )  # fmt: skip
+    p.add_argument(
+        "--ocr-languages", default=None, metavar="LANGS",
+        help="Tesseract languages of --image, '+'-joined (default eng+chi_sim)",
+    )  # fmt: skip
+
+
+def _add_ocr(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ocr", action=argparse.BooleanOptionalAction, default=None,
+        help="read PDF pages without a text layer with Tesseract (default on; --no-ocr "
+        "reports such a PDF as unreadable instead)",
+    )  # fmt: skip
+    p.add_argument(
+        "--ocr-languages", default=None, metavar="LANGS",
+        help="Tesseract languages, '+'-joined (default eng+chi_sim; those installed are used)",
+    )  # fmt: skip
+    p.add_argument(
+        "--ocr-seconds", type=float, default=None, metavar="S",
+        help="deadline of one page's OCR (default 120)",
+    )  # fmt: skip
+
+
 def _add_llm(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--llm",
@@ -740,6 +829,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="fetch http(s) URLs whose host is a loopback, private or link-local address "
         "(refused by default, on every redirect too)",
     )
+    _add_ocr(p)
     p.set_defaults(func=cmd_index)
 
     p = add("ask", "answer one question, citing the chunks it stands on")
@@ -759,6 +849,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    _add_multimodal(p)
     p.set_defaults(func=cmd_ask)
 
     p = add("batch", "answer a file of questions (.txt .jsonl .csv .parquet) into .jsonl/.parquet")
@@ -798,6 +889,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print one JSON object per question")
+    _add_multimodal(p)
     p.set_defaults(func=cmd_query)
 
     p = add("info", "print a knowledge base's statistics and snapshots as JSON")

@@ -2,11 +2,16 @@
 
 Served through the official ``mcp`` SDK.
 
-- ``search(query, kb=None, k=5, mode=None, snapshot=None)``: the retrieved
-  chunks, each as ``/v1/retrieve`` writes it (:func:`~fastrag.serve.shared.hit_json`:
-  rank, citation marker, ids, text, score, relevance, metadata, title, source);
-- ``answer(question, kb=None, k=5, snapshot=None)``: the cited answer with
-  its hits, citations, confidence, faithfulness and warnings;
+- ``search(query, kb=None, k=5, mode=None, snapshot=None, multimodal=None)``:
+  the retrieved chunks, each as ``/v1/retrieve`` writes it
+  (:func:`~fastrag.serve.shared.hit_json`: rank, citation marker, ids, text,
+  score, relevance, metadata, title, source);
+- ``answer(question, kb=None, k=5, snapshot=None, multimodal=None,
+  distill=None)``: the cited answer with its hits, citations, confidence,
+  faithfulness and warnings;
+- ``multimodal`` (captions, OCR text, labels, base64 images) is fused with
+  the query as over HTTP (:mod:`~fastrag.serve.multimodal`); ``distill`` is
+  ``"extractive"``, or ``"llm"`` with a server started with ``--llm``;
 - ``snapshot`` (an id or a tag) answers from that kept snapshot of the
   knowledge base instead of the served one; the result names its id;
 - ``sql_query(sql, params=None, limit=None)`` (when the server has a SQL
@@ -25,7 +30,7 @@ knowledge bases the key may not use are neither listed nor readable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import anyio.to_thread
 import orjson
@@ -39,9 +44,10 @@ from .. import __version__
 from ..errors import FastragError, RequestError
 from ..options import DEFAULT_K
 from .keys import TRUSTED, Caller
+from .multimodal import context_of, fuse
 from .registry import Registry
-from .schemas import K, check_k
-from .shared import hits_json, request_options
+from .schemas import K, MultimodalBody, check_k
+from .shared import distill_option, hits_json, request_options
 
 __all__ = ["build_mcp", "caller_of", "sql_tool_of"]
 
@@ -97,9 +103,13 @@ def sql_tool_of(settings: Any) -> Any:
 
 def build_mcp(
     registry: Registry, *, generator: Any = None, max_k: int = 100, threads: int | None = None,
-    sql_tool: Any = None,
+    sql_tool: Any = None, ocr_seconds: float = 120.0,
 ) -> MCPServer:  # fmt: skip
-    """An MCP server over ``registry`` (see the module docstring)."""
+    """An MCP server over ``registry`` (see the module docstring).
+
+    ``ocr_seconds`` bounds the OCR of one ``multimodal`` image (``/mcp``: the
+    server's timeout).
+    """
     server = MCPServer(
         name="fastrag",
         version=__version__,
@@ -117,6 +127,12 @@ def build_mcp(
         except RequestError as exc:
             raise ToolError(str(exc)) from None
 
+    def fused(question: str, multimodal: MultimodalBody | None) -> str:
+        """The question with what was seen (images read with Tesseract), as over HTTP."""
+        if multimodal is None:
+            return question
+        return fuse(context_of(question, multimodal, ocr_seconds=ocr_seconds))
+
     def served_for(kb: str | None, ctx: Context) -> tuple[Caller, Any]:
         caller = caller_of(ctx.request_context)
         try:
@@ -132,6 +148,7 @@ def build_mcp(
     async def search(
         query: str, ctx: Context, kb: str | None = None, k: K = DEFAULT_K,
         mode: str | None = None, snapshot: str | None = None,
+        multimodal: MultimodalBody | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
@@ -141,7 +158,8 @@ def build_mcp(
             retrieval, _ = request_options(
                 {"mode": mode}, principal=caller.principal, threads=threads
             )
-            found = current.kb.retrieve(query, check(k), retrieval=retrieval, snapshot=snapshot)
+            asked = fused(query, multimodal)
+            found = current.kb.retrieve(asked, check(k), retrieval=retrieval, snapshot=snapshot)
             return found, sid
 
         try:
@@ -157,17 +175,19 @@ def build_mcp(
     )
     async def answer(
         question: str, ctx: Context, kb: str | None = None, k: K = DEFAULT_K,
-        snapshot: str | None = None,
+        snapshot: str | None = None, multimodal: MultimodalBody | None = None,
+        distill: Literal["extractive", "llm"] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
-        retrieval, options = request_options(
-            {}, principal=caller.principal, threads=threads, answer={}
-        )
         try:
+            retrieval, options = request_options(
+                {}, principal=caller.principal, threads=threads,
+                answer={} if distill is None else {"distill": distill_option(distill, generator)},
+            )  # fmt: skip
             ans = await anyio.to_thread.run_sync(
                 lambda: current.kb.answer(
-                    question,
+                    fused(question, multimodal),
                     check(k),
                     generator=generator,
                     retrieval=retrieval,

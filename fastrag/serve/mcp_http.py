@@ -76,7 +76,7 @@ def mount_mcp(svc: Service) -> tuple[Any, Route]:
     settings = svc.settings
     server = build_mcp(
         svc.registry, generator=svc.generator, max_k=settings.max_k, threads=settings.threads,
-        sql_tool=svc.sql_tool,
+        sql_tool=svc.sql_tool, ocr_seconds=settings.timeout,
     )  # fmt: skip
     mcp_app = server.streamable_http_app(
         stateless_http=True, json_response=True, host=settings.host,

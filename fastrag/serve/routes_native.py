@@ -1,5 +1,9 @@
 """The native JSON routes of ``fastrag serve``: ``/v1/retrieve``, ``/v1/answer`` (+ batch), SQL.
 
+``/v1/retrieve`` and ``/v1/answer`` also take a ``multimodal`` object
+(captions, OCR text, labels, base64 images: :mod:`~fastrag.serve.multimodal`),
+fused with the question before the one question path.
+
 Also ``/v1/kbs``, ``/healthz``, ``/metrics`` and the page at ``/``. Each
 route parses its body (:mod:`~fastrag.serve.schemas`), resolves the
 request's options once (:func:`~fastrag.serve.shared.request_options`),
@@ -25,6 +29,7 @@ from ..options import AnswerOptions, RetrievalOptions
 from ..types import Answer
 from .keys import TRUSTED, Caller
 from .metrics import CONTENT_TYPE
+from .multimodal import context_of, fuse
 from .registry import Served
 from .schemas import (
     AnswerBatchRequest,
@@ -47,7 +52,7 @@ from .service import (
     sse,
     stream,
 )
-from .shared import hits_json, request_options
+from .shared import distill_option, hits_json, request_options
 
 __all__ = ["answer_json", "native_options", "native_routes", "static_dir"]
 
@@ -72,24 +77,44 @@ def _retrieval_fields(req: Any, caller: Caller) -> dict[str, Any]:
 
 
 def native_options(
-    req: Any, caller: Caller, threads: int | None, *, answers: bool
+    req: Any, caller: Caller, threads: int | None, *, answers: bool, generator: Any = None
 ) -> tuple[RetrievalOptions, AnswerOptions]:
-    """The options of a native request: its fields, the caller's principal, the server's threads."""
+    """The options of a native request: its fields, the caller's principal, the server's threads.
+
+    ``generator`` is the server's ``--llm`` model, which ``"distill": "llm"`` names.
+    """
+    answer = req.answer_options() if answers else None
+    if answer is not None and "distill" in answer:
+        answer["distill"] = distill_option(answer["distill"], generator)
     return request_options(
         _retrieval_fields(req, caller), principal=caller.principal, threads=threads,
-        answer=req.answer_options() if answers else None,
+        answer=answer,
     )  # fmt: skip
 
 
 def _calls(svc: Service, req: Any, caller: Caller, *, answers: bool) -> dict[str, Any]:
     """Keyword arguments of the engine call: the options objects, the snapshot, the generator."""
-    ropts, aopts = native_options(req, caller, svc.settings.threads, answers=answers)
+    ropts, aopts = native_options(
+        req, caller, svc.settings.threads, answers=answers, generator=svc.generator
+    )
     args: dict[str, Any] = {"retrieval": ropts}
     if answers:
         args.update(answer=aopts, generator=svc.generator)
     if req.snapshot is not None:
         args["snapshot"] = req.snapshot
     return args
+
+
+async def _question(svc: Service, req: Any) -> str:
+    """The question a request asks: its ``question``, fused with its ``multimodal`` object if any.
+
+    Images are read with Tesseract in a worker thread (waiting on it, as on a
+    model), under the server's timeout (:mod:`fastrag.serve.multimodal`).
+    """
+    if getattr(req, "multimodal", None) is None:
+        return str(req.question)
+    context = context_of(req.question, req.multimodal, ocr_seconds=svc.settings.timeout)
+    return str(await svc.call(fuse, context, model_bound=bool(context.images)))
 
 
 @endpoint("retrieve")
@@ -99,13 +124,15 @@ async def retrieve(svc: Service, request: Request, caller: Caller) -> Response:
     served = svc.served(req.kb, caller)
     kb, snapshot = served.current
     snapshot = await snapshot_of(svc, kb, snapshot, req)
-    hits = await svc.call(kb.retrieve, req.question, k, **_calls(svc, req, caller, answers=False))
+    args = _calls(svc, req, caller, answers=False)
+    question = await _question(svc, req)
+    hits = await svc.call(kb.retrieve, question, k, **args)
     svc.retrieved(served.name, 1)
     return json_response(
         {
             "kb": served.name,
             "snapshot": snapshot,
-            "question": req.question,
+            "question": question,
             "hits": hits_json(hits),
         }
     )
@@ -168,11 +195,12 @@ async def answer(svc: Service, request: Request, caller: Caller) -> Response:
     k = check_k(req.k, svc.settings.max_k)
     served = svc.served(req.kb, caller)
     args = _calls(svc, req, caller, answers=True)
+    question = await _question(svc, req)
     if req.stream:
-        events = _answer_events(svc, served, req.question, k, args, request.state.deadline)
+        events = _answer_events(svc, served, question, k, args, request.state.deadline)
         return stream(guarded(svc, "answer", events))
     kb, snapshot = served.current
-    ans = await svc.call(kb.answer, req.question, k, model_bound=svc.model_bound, **args)
+    ans = await svc.call(kb.answer, question, k, model_bound=svc.model_bound, **args)
     svc.answered(served.name, ans.found, bool(ans.citations))
     return json_response(answer_json(served, ans.snapshot or snapshot, ans))
 

@@ -33,6 +33,7 @@ __all__ = [
     "ChatRequest",
     "EmbeddingsRequest",
     "K",
+    "MultimodalBody",
     "RetrieveBatchRequest",
     "RetrieveRequest",
     "SqlRequest",
@@ -62,11 +63,25 @@ class _Retrieval(_Body):
     acl_statistics: AclStatistics | None = None
 
 
+class MultimodalBody(_Body):
+    """A request's ``multimodal`` object: what was seen besides the question.
+
+    See :mod:`fastrag.serve.multimodal` (images base64, limits, errors).
+    """
+
+    captions: list[str] = []
+    ocr_text: list[str] = []
+    labels: list[str] = []
+    images: list[str] = []
+    ocr_languages: str | None = Field(default=None, min_length=1, max_length=200)
+
+
 class RetrieveRequest(_Retrieval):
     """``POST /v1/retrieve``."""
 
     question: str = Field(min_length=1)
     group_by: Literal["doc"] | None = None
+    multimodal: MultimodalBody | None = None
 
 
 class RetrieveBatchRequest(_Retrieval):
@@ -83,7 +98,8 @@ class _Answering(_Retrieval):
     min_faithfulness: float = Field(default=ANSWER_DEFAULTS.min_faithfulness, ge=0.0, le=1.0)
     replace_unfaithful: bool = ANSWER_DEFAULTS.replace_unfaithful
     detect_conflicts: bool = True  # the rules (ANSWER_DEFAULTS.detect_conflicts); no callable here
-    distill: Literal["extractive"] | None = None
+    distill: Literal["extractive", "llm"] | None = None
+    """``"llm"``: distilled by the server's ``--llm`` model (refused without one)."""
 
     def answer_options(self) -> dict[str, Any]:
         """The :class:`~fastrag.AnswerOptions` this request sets."""
@@ -101,6 +117,7 @@ class AnswerRequest(_Answering):
     """``POST /v1/answer``."""
 
     question: str = Field(min_length=1)
+    multimodal: MultimodalBody | None = None
 
 
 class AnswerBatchRequest(_Answering):

@@ -5,6 +5,8 @@
   events, the MCP ``search`` tool and ``fastrag query --json``;
 - :func:`llm_generator`: the chat model of ``--llm`` (``fastrag ask``,
   ``batch`` and ``serve``), configured by the ``FASTRAG_*`` variables;
+- :func:`distill_option`: a request's ``distill`` (``"extractive"``, or
+  ``"llm"``: the ``--llm`` model, refused without one);
 - :func:`request_options`: a request's retrieval and answer options,
   resolved from its fields by :func:`fastrag.options.parse_options` (the
   request schemas take their defaults from :mod:`fastrag.options`).
@@ -16,10 +18,11 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..errors import RequestError
 from ..options import AnswerOptions, Principal, RetrievalOptions, parse_options
 from ..types import Hit
 
-__all__ = ["hit_json", "hits_json", "llm_generator", "request_options"]
+__all__ = ["distill_option", "hit_json", "hits_json", "llm_generator", "request_options"]
 
 
 def hit_json(hit: Hit, rank: int) -> dict[str, Any]:
@@ -53,6 +56,24 @@ def llm_generator(llm: bool) -> Any:
     from ..answer.chat import OpenAIChatGenerator
 
     return OpenAIChatGenerator()
+
+
+def distill_option(value: str | None, generator: Any) -> Any:
+    """``distill`` from outside: None, ``"extractive"``, or ``"llm"`` (the server's model).
+
+    A caller names no model of its own: ``"llm"`` is the model the server
+    (or ``fastrag ask``) was started with by ``--llm``, and is refused
+    (400 ``not_available``) without one.
+    """
+    if value != "llm":
+        return value
+    if generator is None:
+        raise RequestError(
+            "field 'distill': 'llm' distils with the server's model, and this server was "
+            "started without --llm; use 'extractive'",
+            type="not_available",
+        )
+    return generator
 
 
 def request_options(

@@ -34,8 +34,10 @@ without end punctuation continues it).
 and becomes its own document ``<id>#page=<n>&figure=<k>`` with metadata
 ``page``, ``figure`` (k, from 1 on the page), ``image_sha256`` (SHA-256 of
 the image's stream as embedded in the PDF: for a JPEG, the bytes of the
-JPEG file), ``image_bbox`` (``[x0, top, x1, bottom]`` in points) and
-``caption``. A question on the caption therefore retrieves, and an answer
+JPEG file), ``image_bbox`` (``[x0, top, x1, bottom]`` in points),
+``caption``, and ``section``: the caption (as a table row's section is its
+table's caption or heading), so a hit on the figure shows it as where it
+stands (``hit.metadata["section"]``, ``fastrag ask``'s citations). A question on the caption therefore retrieves, and an answer
 cites, a hit that names the figure's image.
 """
 
@@ -179,6 +181,8 @@ def ocr_image(
             picture = image
         picture.load()
         gray = picture.convert("L")  # also drops an alpha channel Tesseract would misread
+    except Image.DecompressionBombError as exc:  # more pixels than Pillow will decode
+        raise SourceError(f"{where}: the image has too many pixels ({exc})") from exc
     except (OSError, ValueError) as exc:  # UnidentifiedImageError is an OSError
         raise SourceError(f"{where}: not a readable image ({type(exc).__name__}: {exc})") from exc
     buffer = io.BytesIO()
@@ -305,6 +309,7 @@ def figure_documents(
     for k, figure in enumerate(figures, 1):
         doc = {key: value for key, value in page_doc.items() if key not in ("id", "text")}
         doc.update(id=f"{page_doc['id']}&figure={k}", text=figure["caption"], figure=k, **figure)
+        doc["section"] = figure["caption"]  # what a citation shows beside the page
         if doc["image_sha256"] is None:
             del doc["image_sha256"]
         out.append(doc)
