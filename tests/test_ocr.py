@@ -153,6 +153,8 @@ def test_figure_caption_is_bound_to_its_image_sha256_and_cited(tmp_path):
     cited = list(answer.citations.values())
     assert answer.found and cited[0].doc_id == "manual.pdf#page=1&figure=1"
     assert cited[0].metadata["image_sha256"] == figure["image_sha256"]
+    # The caption is where the hit stands, as a table row's caption or heading is its section.
+    assert cited[0].metadata["section"] == "Figure 1: The blocked coolant line behind the pump."
 
 
 def test_bind_figures_prefers_the_caption_below_and_keeps_uncaptioned_text():

@@ -34,6 +34,7 @@ DOCS = [
     },
 ]
 ALARM = "What should I do about this alarm?"
+DISTILLER = "You condense numbered passages"  # how the model distiller's prompt starts
 
 
 def _png(lines: list[str]) -> bytes:
@@ -157,7 +158,7 @@ def test_mcp_multimodal_and_distill(server, screen_b64):
 def test_distill_llm_over_http_and_mcp_uses_the_servers_model(kb_path, monkeypatch):
     def reply(body):
         system = body["messages"][0]["content"]
-        if "facts" in system:  # the distiller's prompt
+        if system.startswith(DISTILLER):
             return json.dumps({"facts": [{"text": "Re-enter the servo parameters.", "id": 1}]})
         return "Re-enter the servo parameters [1]"
 
@@ -182,7 +183,7 @@ def test_distill_llm_over_http_and_mcp_uses_the_servers_model(kb_path, monkeypat
         assert ans["distilled"]["distiller"] == "model"
         assert [f["text"] for f in ans["distilled"]["facts"]] == ["Re-enter the servo parameters."]
         assert ans["model"] == "test-model"
-    assert sum("facts" in p for p in prompts) == 2  # one distillation per answer
+    assert sum(p.startswith(DISTILLER) for p in prompts) == 2  # one distillation per answer
 
 
 def test_cli_multimodal_ask_and_query(kb_path, tmp_path, capsys):
