@@ -14,6 +14,8 @@ retrieved chunks before the answer. Modules:
 - :mod:`~fastrag.serve.shared` — what the routes, MCP and the CLI share: the hit's JSON,
   the ``--llm`` generator, a request's options (imports no web framework);
 - :mod:`~fastrag.serve.schemas` — request bodies and their validation;
+- :mod:`~fastrag.serve.multimodal` — a request's ``multimodal`` object (base64 images, limits)
+  as a :class:`~fastrag.MultimodalContext`;
 - :mod:`~fastrag.serve.keys` — API keys, callers and principals;
 - :mod:`~fastrag.serve.registry` — the served knowledge bases and the switch to new snapshots;
 - :mod:`~fastrag.serve.metrics` — Prometheus metrics;
