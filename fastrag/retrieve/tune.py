@@ -296,7 +296,6 @@ def fuse_docs(
     A leg of weight 0 is left out, as :class:`~fastrag.retrieve.retriever.Retriever` does.
     """
     from .._native import fusion as kernels
-    from .._native._jit import readonly
 
     m = legs.keyword_rows.shape[0]
     lists: list[np.ndarray] = []
@@ -323,7 +322,8 @@ def fuse_docs(
         group_lists = np.zeros((0, m, 1), dtype=np.int64)
         group_scores = np.zeros((0, m, 1), dtype=np.float32)
         group_weights = np.zeros(0, dtype=np.float64)
-    groups = readonly(legs.groups)
+    groups = legs.groups.view()  # read-only, as the retriever passes it (one compiled signature)
+    groups.flags.writeable = False
     w = np.array(weights, dtype=np.float64)
     if method == "convex":
         rows, _ = kernels.convex_fuse(
