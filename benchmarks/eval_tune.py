@@ -1,18 +1,24 @@
 """Label-free fusion tuning (pseudo-questions) against the default and a label-tuned fusion.
 
 For a BEIR-layout set: builds the knowledge base once (200/40 windows; the
-character-count embedder, or ``--table`` a saved static table), then scores
-hybrid nDCG@10 (documents ranked by their best chunk) on the odd and even
-halves of the real questions with
+character-count embedder, or ``--table`` a saved static table; ``--cache``
+keeps it for the next run), runs the three legs once for all real questions
+(``fastrag.retrieve.tune.collect_legs``) and scores hybrid nDCG@10
+(documents ranked by their best chunk, the same kernels as ``retrieve``) on
+the even and odd halves of the real questions (positions in queries.jsonl) with
 
 - the embedder kind's default fusion;
 - the fusion ``kb.tune_fusion()`` chooses from pseudo-questions of the
-  corpus (no label seen);
-- for reference, the best setting of the same grid chosen on the even half's
-  labels (reported on the odd half), and on the odd half's (on the even).
+  corpus (no label seen), for each of ``--seeds``;
+- for reference, the best setting of a wide grid chosen on one half's
+  labels and scored on the other half.
+
+The tuning's time is reported as a fraction of the build measured in the
+same process.
 
     python benchmarks/eval_tune.py --data ../shared/datasets/scifact
     python benchmarks/eval_tune.py --data ../shared/datasets/cmrc2018
+    python benchmarks/eval_tune.py --data ../shared/datasets/scifact --table scifact-minilm.arrow
 """
 
 from __future__ import annotations
@@ -22,65 +28,91 @@ import json
 import os
 import time
 
+import numpy as np
 from fastrag.datasets.beir import load_beir, ndcg_at_k
 
-from fastrag import KnowledgeBase, StaticEmbedder
+from fastrag import KnowledgeBase, RetrievalConfig, StaticEmbedder
+from fastrag.retrieve.fusion import fusion_plan
+from fastrag.retrieve.tune import collect_legs, fuse_docs
 
-
-def ranked_docs(kb: KnowledgeBase, questions: list[str]) -> list[list[str]]:
-    table = kb.retrieve_batch(questions, k=10, mode="hybrid", group_by="doc")
-    out: list[list[str]] = [[] for _ in questions]
-    for qi, doc in zip(
-        table.column("query_index").to_pylist(), table.column("doc_id").to_pylist(), strict=True
-    ):
-        out[qi].append(doc)
-    return out
-
-
-def ndcg(kb, ds, qids, texts) -> float:
-    ranked = ranked_docs(kb, texts)
-    return sum(ndcg_at_k(r, ds.qrels[q], 10) for q, r in zip(qids, ranked, strict=True)) / len(qids)
+WIDE = [
+    *[("convex", v, k, d) for v in (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+      for k in (0.0, 0.15, 0.3, 0.6, 1.0) for d in (0.0, 0.2, 0.35, 0.65, 1.0) if k or d],
+    *[("rrf", v, 1.0, d) for v in (0.0, 0.05, 0.25, 0.5, 1.0, 2.0) for d in (0.0, 1.0, 3.0, 5.0)],
+]  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
     parser.add_argument("--table", default=None, help="a saved static table (.arrow)")
-    parser.add_argument("--queries", type=int, default=200, help="pseudo-questions")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--queries", type=int, default=60, help="pseudo-questions")
+    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--max-queries", type=int, default=None, help="real questions, at most")
+    parser.add_argument("--cache", default=None, help="save/load the built knowledge base here")
+    parser.add_argument(
+        "--start", default=None,
+        help="method,vector,keyword,document: the fusion in force before tuning (default: kind's)",
+    )  # fmt: skip
     args = parser.parse_args()
-    from fastrag.retrieve.tune import _settings
 
     ds = load_beir(args.data)
     qids = [q["_id"] for q in ds.queries if q["_id"] in ds.qrels][: args.max_queries]
     texts = {q["_id"]: q["text"] for q in ds.queries}
-    halves = [(qids[p::2], [texts[i] for i in qids[p::2]]) for p in (0, 1)]
     emb = StaticEmbedder.load(args.table) if args.table else None
     t0 = time.perf_counter()
-    kb = KnowledgeBase.build(ds.documents(), embedder=emb)
-    build = time.perf_counter() - t0
-    out: dict = {"data": args.data, "embedder": "static" if emb else "characters",
-                 "build_seconds": round(build, 1), "load_average": os.getloadavg()[0]}  # fmt: skip
-    out["default"] = {h: ndcg(kb, ds, *halves[i]) for i, h in enumerate(("even", "odd"))}
-    t0 = time.perf_counter()
-    choice = kb.tune_fusion(queries=args.queries, seed=args.seed)
-    out["tune_seconds"] = round(time.perf_counter() - t0, 1)
-    out["label_free_choice"] = choice.to_dict()
-    out["label_free"] = {h: ndcg(kb, ds, *halves[i]) for i, h in enumerate(("even", "odd"))}
-    # Reference: the same grid chosen on one half's labels, scored on the other half.
-    grid = _settings(kb._retriever.config)  # noqa: SLF001 - a benchmark
-    per: list[tuple[str, dict[str, float]]] = []
-    for cfg in grid:
-        kb._retriever.config = cfg  # noqa: SLF001
-        per.append((f"{cfg.fusion} {cfg.vector_weight:g}/{cfg.keyword_weight:g}/"
-                    f"{cfg.document_weight:g}",
-                    {h: ndcg(kb, ds, *halves[i]) for i, h in enumerate(("even", "odd"))}))  # fmt: skip
-    best_even = max(per, key=lambda p: p[1]["even"])
-    best_odd = max(per, key=lambda p: p[1]["odd"])
+    if args.cache and os.path.exists(args.cache):
+        kb = KnowledgeBase.load(args.cache)
+        build = None
+    else:
+        kb = KnowledgeBase.build(ds.documents(), embedder=emb)
+        build = time.perf_counter() - t0
+        if args.cache:
+            kb.save(args.cache)
+    corpus, retriever = kb._corpus, kb._retriever  # noqa: SLF001 - a benchmark
+    if args.start:
+        method, *w = args.start.split(",")
+        retriever.config = RetrievalConfig.from_dict({
+            **retriever.config.to_dict(), "fusion": method, "vector_weight": float(w[0]),
+            "keyword_weight": float(w[1]), "document_weight": float(w[2]),
+        })  # fmt: skip
+    store = corpus.store
+    groups = store.row_docs()
+    ids = store.rows(np.arange(store.n_rows), columns=("doc_id",)).column("doc_id").to_pylist()
+    doc_of: dict[int, str] = {}
+    for g, d in zip(groups.tolist(), ids, strict=True):
+        doc_of.setdefault(g, d)
+    legs = collect_legs(corpus, retriever, [texts[q] for q in qids])
+
+    def halves(setting: tuple[str, float, float, float]) -> dict[str, float]:
+        ranked = fuse_docs(legs, *setting, rrf_k=float(retriever.config.rrf_k))
+        s = np.array([
+            ndcg_at_k([doc_of[int(x)] for x in row if x >= 0], ds.qrels[q], 10)
+            for q, row in zip(qids, ranked, strict=True)
+        ])  # fmt: skip
+        return {"even": round(float(s[0::2].mean()), 4), "odd": round(float(s[1::2].mean()), 4)}
+
+    plan = fusion_plan(retriever.config, corpus.embedder)
+    default = (plan.method, plan.vector, plan.keyword, plan.document)
+    out: dict = {
+        "data": args.data, "embedder": "static" if emb else "characters",
+        "real_questions": len(qids), "build_seconds": None if build is None else round(build, 1),
+        "load_average": os.getloadavg()[0], "default": [*default, halves(default)],
+    }  # fmt: skip
+    out["label_free"] = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        choice = kb.tune_fusion(queries=args.queries, seed=seed, apply=False)
+        c = (choice.fusion, choice.vector_weight, choice.keyword_weight, choice.document_weight)
+        row = {"seed": seed, **choice.to_dict(), **halves(c)}
+        if build is not None:
+            row["share_of_build"] = round(choice.seconds / build, 3)
+        out["label_free"].append(row)
+    per = [(s, halves(s)) for s in WIDE]
+    be = max(per, key=lambda p: p[1]["even"])
+    bo = max(per, key=lambda p: p[1]["odd"])
     out["label_tuned"] = {
-        "chosen_on_even": best_even[0], "odd": best_even[1]["odd"],
-        "chosen_on_odd": best_odd[0], "even": best_odd[1]["even"],
+        "chosen_on_even": [*be[0], "odd", be[1]["odd"]],
+        "chosen_on_odd": [*bo[0], "even", bo[1]["even"]],
     }  # fmt: skip
     out["load_average_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))

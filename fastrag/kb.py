@@ -300,7 +300,7 @@ class KnowledgeBase:
                 self._publish(corpus)
             return dropped
 
-    def tune_fusion(self, *, queries: int = 200, seed: int = 0, apply: bool = True) -> Any:
+    def tune_fusion(self, *, queries: int = 60, seed: int = 0, apply: bool = True) -> Any:
         """Choose the fusion from pseudo-questions of this corpus (:mod:`fastrag.retrieve.tune`).
 
         With ``apply`` the choice becomes the retrieval settings (saved in the

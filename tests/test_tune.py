@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fastrag import KnowledgeBase, RetrievalConfig
 from fastrag.errors import ConfigError
-from fastrag.retrieve.tune import GRID, pseudo_queries, tune_fusion
+from fastrag.retrieve.fusion import fusion_plan
+from fastrag.retrieve.tune import (
+    VECTOR_STEPS,
+    Legs,
+    candidates,
+    collect_legs,
+    fuse_docs,
+    pseudo_queries,
+    tune_fusion,
+)
 
 TOPICS = [
     (
@@ -53,33 +63,86 @@ def test_pseudo_queries_are_deterministic_thinned_and_one_per_document():
         pseudo_queries(ids, texts[:-1])
 
 
-def test_the_default_is_kept_unless_a_setting_beats_it():
-    queries = [("q1", "a"), ("q2", "b")]
-    default = RetrievalConfig(fusion="rrf", vector_weight=0.05, keyword_weight=1.0,
-                              document_weight=3.0)  # fmt: skip
+def _legs(vector_rows, keyword_rows, n_docs):
+    """Legs over ``n_docs`` one-chunk documents (row i is document i), scores by rank."""
 
-    def flat(questions, cfg):
-        return [["a", "b"] for _ in questions]
+    def scores(rows):
+        return np.where(rows >= 0, 1.0 - 0.01 * np.arange(rows.shape[1]), 0).astype(np.float32)
 
-    assert tune_fusion(flat, queries, default).config() == RetrievalConfig.from_dict(
-        {**RetrievalConfig().to_dict(), **{k: getattr(default, k) for k in
-         ("fusion", "vector_weight", "keyword_weight", "document_weight")}}
-    )  # fmt: skip
+    v = np.array(vector_rows, dtype=np.int64)
+    k = np.array(keyword_rows, dtype=np.int64)
+    return Legs(v, scores(v), k, scores(k), None, None, np.arange(n_docs, dtype=np.int64))
 
-    def convex_wins(questions, cfg):
-        good = cfg.fusion == "convex" and cfg.vector_weight == 0.5 and cfg.document_weight == 0.2
-        return [[d, "x"] if good else ["x", "y"] for (_, d) in queries]
 
-    choice = tune_fusion(convex_wins, queries, default)
-    assert (choice.fusion, choice.vector_weight, choice.document_weight) == ("convex", 0.5, 0.2)
-    assert choice.score == 1.0 and choice.default_score == 0.0
-    n_grid = sum(
-        len(g["vector_weight"]) * len(g["keyword_weight"]) * len(g["document_weight"])
-        for g in GRID.values()
-    )
-    assert len(choice.scores) == n_grid  # the default (rrf 0.05/1/3) is also a grid point
+def test_legs_without_takes_the_source_row_out_and_keeps_the_order():
+    legs = _legs([[3, 1, 2, -1], [0, 2, 1, 3]], [[1, 3, -1, -1], [2, 0, 3, 1]], 4)
+    out = legs.without(np.array([1, 2]))
+    assert out.vector_rows.tolist() == [[3, 2, -1, -1], [0, 1, 3, -1]]
+    assert out.keyword_rows.tolist() == [[3, -1, -1, -1], [0, 3, 1, -1]]
+    # the scores travel with their rows
+    assert out.vector_scores[0].tolist()[:2] == pytest.approx([1.0, 0.98])
+    assert out.keyword_scores[1].tolist()[:3] == pytest.approx([0.99, 0.98, 0.97])
+
+
+def test_fuse_docs_ranks_as_the_weights_say():
+    # question 0: the vector leg puts doc 2 first, the keyword leg doc 0.
+    legs = _legs([[2, 1, 0]], [[0, 1, 2]], 3)
+    assert fuse_docs(legs, "convex", 1.0, 0.1, 0.0)[0, 0] == 2
+    assert fuse_docs(legs, "convex", 0.1, 1.0, 0.0)[0, 0] == 0
+    assert fuse_docs(legs, "rrf", 0.0, 1.0, 0.0)[0].tolist()[:3] == [0, 1, 2]  # vector left out
+
+
+def test_candidates_move_only_the_vector_weight_and_the_method():
+    default = ("convex", 0.05, 0.3, 0.65)
+    c = candidates("vocabulary", default)
+    assert c[0] == default and len(c) == len(set(c)) == 2 * len(VECTOR_STEPS)
+    assert {x[0] for x in c} == {"convex", "rrf"}
+    assert {(x[2], x[3]) for x in c if x[0] == "convex"} == {(0.3, 0.65)}
+    assert sorted(x[1] for x in c if x[0] == "convex") == [0.0, 0.025, 0.05, 0.1, 0.2]
+
+
+def test_the_default_is_kept_unless_a_candidate_wins_on_both_halves():
+    n = 8
+    targets = np.arange(4)
+    wrong = [[(t + 1) % n, (t + 2) % n, (t + 3) % n] for t in targets]
+    # keyword leg: the target third; vector leg: the target first.
+    keyword = [[(t + 1) % n, (t + 2) % n, t] for t in targets]
+    vector = [[t, (t + 1) % n, (t + 2) % n] for t in targets]
+    settings = [("convex", 0.0, 1.0, 0.0), ("convex", 3.0, 1.0, 0.0)]
+    both = tune_fusion(_legs(vector, keyword, n), targets, settings)
+    assert not both.kept_default and (both.fusion, both.vector_weight) == ("convex", 3.0)
+    assert both.score == 1.0 and both.default_score == pytest.approx(0.5)
+    assert set(both.scores) == {"convex 0/1/0", "convex 3/1/0"}
+    # The vector leg right on even questions only (one half): the default stays.
+    half = [vector[i] if i % 2 == 0 else wrong[i] for i in range(4)]
+    kept = tune_fusion(_legs(half, keyword, n), targets, settings)
+    assert kept.kept_default and kept.vector_weight == 0.0
+    assert kept.config().fusion == "convex"
     with pytest.raises(ConfigError, match="pseudo-question"):
-        tune_fusion(flat, [], default)
+        tune_fusion(_legs(vector[:1], keyword[:1], n), targets[:1], settings)
+    with pytest.raises(ConfigError, match="setting"):
+        tune_fusion(_legs(vector, keyword, n), targets, [])
+
+
+def test_fused_legs_rank_as_retrieve_does():
+    kb = KnowledgeBase.build(DOCS, window=80, overlap=10)
+    questions = ["coral polyps sunlight", "glaciers carve valleys", "带薪年假 审批", "moon tides"]
+    legs = collect_legs(kb._corpus, kb._retriever, questions)  # noqa: SLF001
+    store = kb._corpus.store  # noqa: SLF001
+    groups = store.row_docs()
+    ids = store.rows(np.arange(store.n_rows), columns=("doc_id",)).column("doc_id").to_pylist()
+    doc_of = dict(zip(groups.tolist(), ids, strict=True))
+    for cfg in [RetrievalConfig(), RetrievalConfig(fusion="rrf", vector_weight=1.0),
+                RetrievalConfig(fusion="convex", vector_weight=0.5, document_weight=0.0)]:  # fmt: skip
+        kb._retriever.config = cfg  # noqa: SLF001
+        plan = fusion_plan(cfg, kb._corpus.embedder)  # noqa: SLF001
+        fused = fuse_docs(legs, plan.method, plan.vector, plan.keyword, plan.document, k=5)
+        table = kb.retrieve_batch(questions, k=5, mode="hybrid", group_by="doc")
+        want: list[list[str]] = [[] for _ in questions]
+        for qi, doc in zip(table.column("query_index").to_pylist(),
+                           table.column("doc_id").to_pylist(), strict=True):  # fmt: skip
+            want[qi].append(doc)
+        assert [[doc_of[int(d)] for d in row if d >= 0] for row in fused] == want
 
 
 def test_knowledge_base_tunes_keeps_and_saves_its_fusion(tmp_path):
