@@ -53,6 +53,8 @@ __all__ = [
     "WORD",
     "distinct_hashes",
     "distinct_words",
+    "document_pieces",
+    "gather_document_tokens",
     "replace_words",
     "hash_strings",
     "tokenize_utf8",
@@ -722,6 +724,18 @@ def warmup() -> None:
     replace_words(hashes, inverse, distinct)
     big = np.repeat(hashes, PARALLEL_MIN_BYTES // hashes.size + 1)  # the parallel pass
     replace_words(big, np.repeat(inverse, PARALLEL_MIN_BYTES // hashes.size + 1), distinct)
+    # a document of the two chunks of ``raw`` (overlapping by one character)
+    starts = np.array([0, 2], dtype=np.int64)
+    ends = np.array([3, 3 + offs[2] - offs[1]], dtype=np.int64)
+    doc_starts = np.array([0, 2], dtype=np.int64)
+    doc_offsets = np.array([0, raw.size], dtype=np.int64)
+    tok_offsets = np.array([0, 1, hashes.size], dtype=np.int64)
+    tok_starts = np.zeros(hashes.size, dtype=np.int64)
+    lo, hi, counts = document_pieces(
+        raw, offs, starts, ends, doc_starts, raw, doc_offsets, tok_offsets, tok_starts, classes
+    )
+    flagged = np.zeros(int((counts < 0).sum()) + 1, dtype=np.int64)
+    gather_document_tokens(doc_starts, hashes, lo, hi, counts, hashes, flagged)
 
 
 # -- document tokens from chunk tokens -----------------------------------------

@@ -139,3 +139,12 @@ def test_invalid_utf8_documents_are_tokenised_again():
     add_with_documents(got_c, got_d, data, offsets, starts, ends, doc_starts, doc_data, doc_offsets)
     _same(got_c, BM25Index.build(data, offsets, tok))
     _same(got_d, BM25Index.build(doc_data, doc_offsets, tok))
+
+
+@pytest.mark.skipif(JIT_DISABLED, reason="no signatures without the JIT")
+def test_warmup_covers_the_document_kernels():
+    kernels.warmup()
+    passes = (kernels._doc_pieces_pass, kernels._doc_gather_pass)
+    before = [len(p.signatures) for p in passes]
+    _both(["annual leave, 年假申请。 " * 9, "x"], Chunker(window=20, overlap=5), Tokenizer())
+    assert [len(p.signatures) for p in passes] == before == [1, 1]
