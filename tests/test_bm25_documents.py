@@ -148,3 +148,28 @@ def test_warmup_covers_the_document_kernels():
     before = [len(p.signatures) for p in passes]
     _both(["annual leave, 年假申请。 " * 9, "x"], Chunker(window=20, overlap=5), Tokenizer())
     assert [len(p.signatures) for p in passes] == before == [1, 1]
+
+
+def test_knowledge_base_document_index_equals_documents_tokenised_again():
+    """A build and an add (windows and structure-aware chunks): the joined texts' index."""
+    from fastrag import KnowledgeBase
+    from fastrag.store.ingest import keyword_texts
+
+    docs = [
+        {"id": "a", "text": "Annual leave requests, 年假申请需提前三天提交。 " * 12},
+        {
+            "id": "b",
+            "text": "# Expenses\n\nReports are filed monthly.\n\n- receipts\n- 报销单\n" * 5,
+        },
+        {"id": "c", "text": "short"},
+    ]
+    kb = KnowledgeBase.build(docs, window=60, overlap=15)
+    kb.add([{"id": "d", "text": "passwords rotate every ninety days; 密码每九十天更换。 " * 6}])
+    corpus = kb._corpus
+    tok = corpus.documents.tokenizer
+    doc_texts = [keyword_texts(seg.batch)[1] for seg in corpus.store.segments if len(seg)]
+    want = BM25Index(tok)
+    for data, offsets in doc_texts:
+        want.add(data, offsets)
+    _same(corpus.documents, want)
+    assert corpus.documents.n_rows == 4
