@@ -53,6 +53,8 @@ __all__ = [
     "WORD",
     "distinct_hashes",
     "distinct_words",
+    "document_pieces",
+    "gather_document_tokens",
     "replace_words",
     "hash_strings",
     "tokenize_utf8",
@@ -722,3 +724,293 @@ def warmup() -> None:
     replace_words(hashes, inverse, distinct)
     big = np.repeat(hashes, PARALLEL_MIN_BYTES // hashes.size + 1)  # the parallel pass
     replace_words(big, np.repeat(inverse, PARALLEL_MIN_BYTES // hashes.size + 1), distinct)
+    # a document of the two chunks of ``raw`` (overlapping by one character)
+    starts = np.array([0, 2], dtype=np.int64)
+    ends = np.array([3, 3 + offs[2] - offs[1]], dtype=np.int64)
+    doc_starts = np.array([0, 2], dtype=np.int64)
+    doc_offsets = np.array([0, raw.size], dtype=np.int64)
+    tok_offsets = np.array([0, 1, hashes.size], dtype=np.int64)
+    tok_starts = np.zeros(hashes.size, dtype=np.int64)
+    lo, hi, counts = document_pieces(
+        raw, offs, starts, ends, doc_starts, raw, doc_offsets, tok_offsets, tok_starts, classes
+    )
+    flagged = np.zeros(int((counts < 0).sum()) + 1, dtype=np.int64)
+    gather_document_tokens(doc_starts, hashes, lo, hi, counts, hashes, flagged)
+
+
+# -- document tokens from chunk tokens -----------------------------------------
+#
+# A document of the keyword index is its chunks joined (``join_chunks``): the
+# first chunk whole, then every next chunk either after one space (a gap) or
+# without the characters the earlier ones already wrote (an overlap). Its
+# tokens need not be tokenised again: the tokenizer's state is reset by every
+# separator code point, so the tokens of ``A + sep + B`` are those of ``A``
+# followed by those of ``B``. Cut every document at one separator inside each
+# overlap (and at the space of each gap); every piece between two cuts lies
+# inside one chunk whose text holds the same bytes with a separator (or its
+# own edge) on both sides, so the piece's tokens are a contiguous run of that
+# chunk's tokens, found by their start bytes. A document where any of this
+# cannot be checked (invalid UTF-8, a chunk whose overlap is not the joined
+# text's, an overlap without a separator, a chunk that adds nothing) is
+# flagged, and the caller tokenises its joined text instead.
+
+
+@kernel(inline="always")
+def _cont(b):  # pragma: no cover - inlined
+    """Whether byte ``b`` is a UTF-8 continuation byte."""
+    return (b & 0xC0) == 0x80
+
+
+@kernel
+def _valid_utf8(data, lo, hi):
+    """Whether ``data[lo:hi]`` is structurally valid UTF-8 (lead bytes and their continuations)."""
+    p = lo
+    while p < hi:
+        b = data[p]
+        if b < 0x80:
+            p += 1
+            continue
+        if b < 0xC0 or b >= 0xF8:
+            return False
+        w = 2 if b < 0xE0 else (3 if b < 0xF0 else 4)
+        if p + w > hi:
+            return False
+        for q in range(p + 1, p + w):
+            if not _cont(data[q]):
+                return False
+        p += w
+    return True
+
+
+@kernel
+def _skip_chars(data, p, end, n):
+    """Byte position after ``n`` code points from ``data[p]`` (as ``join_chunks`` skips)."""
+    while n > 0 and p < end:
+        p += 1
+        while p < end and (data[p] & 0xC0) == 0x80:
+            p += 1
+        n -= 1
+    return p
+
+
+@kernel
+def _first_run(tok_starts, t0, t1, lo_abs):
+    """First token index in ``[t0, t1)`` whose start byte is at least ``lo_abs`` (else ``t1``)."""
+    t = t0
+    while t < t1 and tok_starts[t] < lo_abs:
+        t += 1
+    return t
+
+
+@kernel
+def _doc_pieces(
+    d, data, offsets, starts, ends, doc_starts, doc_data, doc_offsets, tok_offsets, tok_starts,
+    classes, piece_lo, piece_hi,
+):  # fmt: skip
+    """Token runs of document ``d``'s chunks (``piece_lo/hi[c]``); its token count, or -1."""
+    c0 = doc_starts[d]
+    c1 = doc_starts[d + 1]
+    d_lo = doc_offsets[d]
+    d_hi = doc_offsets[d + 1]
+    if c1 <= c0 or not _valid_utf8(doc_data, d_lo, d_hi):
+        return -1
+    n_classes = classes.size
+    o = d_lo  # where the next chunk's bytes go in the joined text
+    reach = 0
+    owner = -1  # the chunk holding the open piece
+    owner_base = 0  # where the owner's first byte sits in the joined text
+    owner_dstart = 0  # where the owner's own (copied) bytes start in it
+    seg = 0  # the open piece starts here (joined-text position)
+    total = 0
+    for c in range(c0, c1):
+        piece_lo[c] = 0
+        piece_hi[c] = 0
+        lo = offsets[c]
+        hi = offsets[c + 1]
+        gap = False
+        nxt = 0
+        if c > c0:
+            if starts[c] > reach:
+                gap = True
+                o += 1  # the space join_chunks writes
+            else:
+                lo = _skip_chars(data, lo, hi, reach - starts[c])
+        if hi - lo <= 0:
+            return -1  # adds nothing (or empty): not worth a special case
+        dstart = o
+        base = o - (lo - offsets[c])
+        dend = dstart + (hi - lo)
+        if base < d_lo or dend > d_hi:
+            return -1
+        if _cont(doc_data[base]) or (dend < d_hi and _cont(doc_data[dend])):
+            return -1
+        for q in range(offsets[c], lo):  # the overlap: the joined text's bytes?
+            if data[q] != doc_data[base + q - offsets[c]]:
+                return -1
+        if c > c0:
+            if gap:
+                cut = dstart - 1
+                nxt = dstart
+            else:
+                # a separator of the overlap, inside the owner's own bytes
+                floor = max(base, owner_dstart)
+                cut = -1
+                p = offsets[c]
+                while p < lo:
+                    cp, width = _decode(data, p, hi)
+                    at = base + p - offsets[c]
+                    if at >= floor and not (0 <= cp < n_classes and classes[cp] != 0):
+                        cut = at
+                        nxt = at + width
+                        break
+                    p += width
+                if cut < 0:
+                    return -1
+            # close the owner's piece [seg, cut)
+            shift = offsets[owner] - owner_base
+            a = _first_run(tok_starts, tok_offsets[owner], tok_offsets[owner + 1], seg + shift)
+            b = _first_run(tok_starts, a, tok_offsets[owner + 1], cut + shift)
+            piece_lo[owner] = a
+            piece_hi[owner] = b
+            total += b - a
+            seg = nxt
+        else:
+            seg = dstart
+        owner = c
+        owner_base = base
+        owner_dstart = dstart
+        o = dend
+        reach = max(reach, ends[c])
+    if o != d_hi:
+        return -1
+    shift = offsets[owner] - owner_base
+    a = _first_run(tok_starts, tok_offsets[owner], tok_offsets[owner + 1], seg + shift)
+    b = tok_offsets[owner + 1]
+    piece_lo[owner] = a
+    piece_hi[owner] = b
+    return total + b - a
+
+
+@parallel_kernel
+def _doc_pieces_pass(
+    data, offsets, starts, ends, doc_starts, doc_data, doc_offsets, tok_offsets, tok_starts,
+    classes, piece_lo, piece_hi, counts,
+):  # fmt: skip
+    for d in prange(doc_starts.size - 1):
+        counts[d] = _doc_pieces(
+            d, data, offsets, starts, ends, doc_starts, doc_data, doc_offsets, tok_offsets,
+            tok_starts, classes, piece_lo, piece_hi,
+        )  # fmt: skip
+
+
+@parallel_kernel
+def _doc_gather_pass(
+    doc_starts, hashes, piece_lo, piece_hi, counts, out_offsets, out, fb_offsets, fb_hashes,
+    fb_tok_offsets,
+):  # fmt: skip
+    """Write every document's tokens: its chunks' runs, or its own (re-tokenised) ones."""
+    for d in prange(doc_starts.size - 1):
+        o = out_offsets[d]
+        if counts[d] < 0:
+            f = fb_offsets[d]
+            for t in range(fb_tok_offsets[f], fb_tok_offsets[f + 1]):
+                out[o] = fb_hashes[t]
+                o += 1
+            continue
+        for c in range(doc_starts[d], doc_starts[d + 1]):
+            for t in range(piece_lo[c], piece_hi[c]):
+                out[o] = hashes[t]
+                o += 1
+
+
+def document_pieces(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    doc_starts: np.ndarray,
+    doc_data: np.ndarray,
+    doc_offsets: np.ndarray,
+    tok_offsets: np.ndarray,
+    tok_starts: np.ndarray,
+    classes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which tokens of its chunks make every joined document's tokens (see the comment above).
+
+    Parameters
+    ----------
+    data, offsets : uint8[::1], int64[::1]
+        The chunks' UTF-8 bytes and ``n_chunks + 1`` offsets.
+    starts, ends : int64[::1]
+        Character offsets of every chunk into its document.
+    doc_starts : int64[::1]
+        ``n_docs + 1`` chunk indices of the documents.
+    doc_data, doc_offsets : uint8[::1], int64[::1]
+        The joined documents (``join_chunks`` of the arguments above).
+    tok_offsets : int64[::1]
+        ``n_chunks + 1`` offsets of the chunks' tokens.
+    tok_starts : int64[::1]
+        Absolute start byte in ``data`` of every chunk token.
+    classes : uint8[::1]
+        The tokenizer's class table.
+
+    Returns
+    -------
+    piece_lo, piece_hi : int64[n_chunks]
+        Chunk ``c`` gives its document tokens ``piece_lo[c]:piece_hi[c]``.
+    counts : int64[n_docs]
+        Tokens of every document; -1 where the document must be tokenised
+        from its joined text.
+    """
+    args = frozen(
+        data, offsets, starts, ends, doc_starts, doc_data, doc_offsets, tok_offsets, tok_starts,
+        classes,
+    )  # fmt: skip
+    n_chunks = offsets.size - 1
+    piece_lo = np.zeros(n_chunks, dtype=np.int64)
+    piece_hi = np.zeros(n_chunks, dtype=np.int64)
+    counts = np.empty(doc_starts.size - 1, dtype=np.int64)
+    _doc_pieces_pass(*args, piece_lo, piece_hi, counts)
+    return piece_lo, piece_hi, counts
+
+
+def gather_document_tokens(
+    doc_starts: np.ndarray,
+    hashes: np.ndarray,
+    piece_lo: np.ndarray,
+    piece_hi: np.ndarray,
+    counts: np.ndarray,
+    fb_hashes: np.ndarray,
+    fb_tok_offsets: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every document's token hashes (CSR), from :func:`document_pieces`.
+
+    Parameters
+    ----------
+    doc_starts : int64[::1]
+        ``n_docs + 1`` chunk indices of the documents.
+    hashes : uint64[::1]
+        The chunks' token hashes.
+    piece_lo, piece_hi, counts : int64[::1]
+        From :func:`document_pieces`.
+    fb_hashes, fb_tok_offsets : uint64[::1], int64[::1]
+        Tokens of the flagged documents (``counts < 0``), in order.
+
+    Returns
+    -------
+    hashes : uint64[n_tokens]
+        Every document's tokens, document after document.
+    tok_offsets : int64[n_docs + 1]
+        CSR offsets.
+    """
+    n_docs = doc_starts.size - 1
+    flagged = counts < 0
+    sizes = counts.copy()
+    sizes[flagged] = np.diff(fb_tok_offsets)
+    out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out_offsets[1:])
+    fb_offsets = np.cumsum(flagged) - 1
+    out = np.empty(int(out_offsets[-1]), dtype=np.uint64)
+    args = frozen(doc_starts, hashes, piece_lo, piece_hi, counts, out_offsets)
+    _doc_gather_pass(*args, out, *frozen(fb_offsets, fb_hashes, fb_tok_offsets))
+    return out, out_offsets

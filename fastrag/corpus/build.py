@@ -27,10 +27,10 @@ from ..embed.vocabulary import CodepointCounter, VocabularyEmbedder
 from ..errors import DocumentError, DocumentNotFoundError, DuplicateDocumentError
 from ..index.graph import COMPACT_GRAPH_SHARE, build_graph, choose_index
 from ..index.hnsw import HnswConfig
-from ..index.keyword import BM25Index
+from ..index.keyword import BM25Index, add_with_documents
 from ..index.stores import VectorStore, is_store_spec, parse_store
 from ..index.stores.base import payload_table, store_errors, write_rows
-from ..store.chunks import ChunkStore
+from ..store.chunks import ChunkStore, instance_starts
 from ..store.ingest import BuildProgress, Pending, assemble, chunk_batches, keyword_texts
 from ..text.chunking import Chunker, Chunks
 from ..text.tokenize import Tokenizer
@@ -105,8 +105,21 @@ def _index_keywords(
     if keyword is None or documents is None:
         return
     chunk_texts, doc_texts = keyword_texts(batch, overlap)
-    keyword.add(*chunk_texts, threads=threads)
-    documents.add(*doc_texts, threads=threads)
+    if batch.num_rows == 0:
+        keyword.add(*chunk_texts, threads=threads)
+        documents.add(*doc_texts, threads=threads)
+        return
+    # the documents' tokens come from the chunks' (tokenised once)
+    add_with_documents(
+        keyword,
+        documents,
+        *chunk_texts,
+        batch.column("start").to_numpy(zero_copy_only=False),
+        batch.column("end").to_numpy(zero_copy_only=False),
+        np.append(instance_starts(batch), batch.num_rows).astype(np.int64),
+        *doc_texts,
+        threads=threads,
+    )
 
 
 def build_corpus(

@@ -52,12 +52,13 @@ import pyarrow as pa
 from .. import _native  # noqa: F401  (the package must import before its submodules)
 from .._fs import arrow_read_errors, write_arrow
 from .._native import bm25 as _kernels
+from .._native import tokenize as _tokenize_kernels
 from .._threads import resolve_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError, StoreCorruptedError
 from ..text.tokenize import TextsLike, Tokenizer, Tokens, as_utf8, check_utf8
 
-__all__ = ["BLOCK_SIZE", "BM25_FILE", "BM25Index"]
+__all__ = ["BLOCK_SIZE", "BM25_FILE", "BM25Index", "add_with_documents"]
 
 BM25_FILE = "bm25.arrow"
 """File name of a saved index inside a snapshot."""
@@ -846,3 +847,81 @@ def _check_tokens(tokens: object) -> Tokens:
     if h.flags.c_contiguous and o.flags.c_contiguous:
         return tokens
     return Tokens(np.ascontiguousarray(h), np.ascontiguousarray(o))
+
+
+def add_with_documents(
+    chunks: BM25Index,
+    documents: BM25Index,
+    data: np.ndarray,
+    offsets: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    doc_starts: np.ndarray,
+    doc_data: np.ndarray,
+    doc_offsets: np.ndarray,
+    *,
+    threads: int | None = None,
+) -> None:
+    """Append chunk rows to ``chunks`` and their joined documents to ``documents``.
+
+    Equal to ``chunks.add(data, offsets)`` then
+    ``documents.add(doc_data, doc_offsets)``, but the documents' tokens are
+    taken from the chunks' (see :func:`fastrag._native.tokenize.document_pieces`);
+    only a document whose pieces cannot be checked is tokenised from its
+    joined text.
+
+    Parameters
+    ----------
+    chunks, documents : BM25Index
+        The chunk index and the document index (changed in place).
+    data, offsets : numpy.ndarray
+        UTF-8 bytes and ``n_chunks + 1`` offsets of the chunk texts.
+    starts, ends : numpy.ndarray
+        int64 character offsets of every chunk into its document.
+    doc_starts : numpy.ndarray
+        int64 ``n_docs + 1`` chunk indices of the documents (runs of chunks).
+    doc_data, doc_offsets : numpy.ndarray
+        The documents joined from their chunks
+        (:func:`fastrag._native.structure.join_chunks` of the arguments above).
+    threads : int, optional
+        Numba threads for this call.
+    """
+    data, offsets = check_utf8(data, offsets)
+    doc_data, doc_offsets = check_utf8(doc_data, doc_offsets)
+    tok = chunks.tokenizer
+    classes = tok.kernel_tables().classes
+    starts, ends, doc_starts = (
+        np.ascontiguousarray(a, dtype=np.int64) for a in (starts, ends, doc_starts)
+    )
+    n_docs = doc_offsets.size - 1
+    if (
+        tok != documents.tokenizer
+        or (classes.size > 32 and classes[32] != 0)  # the space join_chunks writes: a separator
+        or starts.size != offsets.size - 1
+        or ends.size != starts.size
+        or doc_starts.size != n_docs + 1
+        or doc_starts[0] != 0
+        or doc_starts[-1] != starts.size
+        or np.any(np.diff(doc_starts) < 0)
+    ):
+        chunks.add(data, offsets, threads=threads)
+        documents.add(doc_data, doc_offsets, threads=threads)
+        return
+    with _threads(threads):
+        tokens, tok_starts = tok.tokenize_starts(data, offsets)
+        chunks._add_tokens(tokens)
+        piece_lo, piece_hi, counts = _tokenize_kernels.document_pieces(
+            data, offsets, starts, ends, doc_starts, doc_data, doc_offsets, tokens.offsets,
+            tok_starts, classes,
+        )  # fmt: skip
+        del tok_starts
+        flagged = np.flatnonzero(counts < 0)
+        lo, hi = doc_offsets[flagged], doc_offsets[flagged + 1]
+        fb_offsets = np.zeros(flagged.size + 1, dtype=np.int64)
+        np.cumsum(hi - lo, out=fb_offsets[1:])
+        at = np.arange(int(fb_offsets[-1])) + np.repeat(lo - fb_offsets[:-1], hi - lo)
+        fb = tok.tokenize_buffers(doc_data[at], fb_offsets)
+        hashes, tok_offsets = _tokenize_kernels.gather_document_tokens(
+            doc_starts, tokens.hashes, piece_lo, piece_hi, counts, fb.hashes, fb.offsets
+        )
+        documents._add_tokens(Tokens(hashes, tok_offsets))

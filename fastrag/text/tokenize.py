@@ -426,6 +426,32 @@ class Tokenizer:
         tok_offsets.flags.writeable = False
         return Tokens(hashes, tok_offsets)
 
+    def tokenize_starts(self, data: np.ndarray, offsets: np.ndarray) -> tuple[Tokens, np.ndarray]:
+        """:meth:`tokenize_buffers`, with the start byte in ``data`` of every token.
+
+        Parameters
+        ----------
+        data : numpy.ndarray
+            uint8 UTF-8 bytes, as :func:`check_utf8` returns them.
+        offsets : numpy.ndarray
+            int64 ``n + 1`` offsets, as :func:`check_utf8` returns them.
+
+        Returns
+        -------
+        tuple
+            The tokens, and an int64 array of their start bytes.
+        """
+        classes, fold = self._tables.classes, self._tables.fold
+        hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
+            data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=True
+        )
+        if self._stemmer is not None:
+            hashes = self._stem_words(data, hashes, starts, ends, kinds)
+        del ends, kinds
+        hashes.flags.writeable = False
+        tok_offsets.flags.writeable = False
+        return Tokens(hashes, tok_offsets), starts
+
     def kernel_tables(self) -> KernelTables:
         """The tables the tokenize kernel reads (see :class:`KernelTables`)."""
         return self._tables
