@@ -1571,9 +1571,14 @@ def search(
     out_stats = np.zeros((m, 2), dtype=np.int64)
     if method == "auto":
         method = "maxscore" if rows.size >= PRUNE_MIN_POSTINGS else "exhaustive"
-        sizes = np.diff(q_offsets)
-        long = sizes > PRUNE_MAX_TOKENS
-        if method == "maxscore" and long.any():
+        if method == "maxscore" and (
+            # one question (the question path): its length alone, no array ops
+            q_offsets[1] - q_offsets[0] > PRUNE_MAX_TOKENS
+            if m == 1
+            else bool((np.diff(q_offsets) > PRUNE_MAX_TOKENS).any())
+        ):
+            sizes = np.diff(q_offsets)
+            long = sizes > PRUNE_MAX_TOKENS
             parts = [(np.flatnonzero(~long), "maxscore"), (np.flatnonzero(long), "exhaustive")]
             for which, part_method in parts:
                 if which.size == 0:

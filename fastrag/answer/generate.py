@@ -115,7 +115,8 @@ class ExtractiveGenerator:
         """``(coverage, text)`` of a hit's whole sentences and of its table rows' answering cells.
 
         The headings a structure chunk opens with are not part of its first
-        sentence. A sentence cut by the hit's window is left out: the first one of a
+        sentence, but their terms count toward every sentence's coverage (they
+        name what the sentences below them are about). A sentence cut by the hit's window is left out: the first one of a
         hit that starts inside its document when it starts with a lower-case
         letter, and the last one when it has no end punctuation, ends in a
         letter or digit and follows whole sentences (it was cut inside a
@@ -135,6 +136,10 @@ class ExtractiveGenerator:
             if row >= 0:
                 rows.setdefault(row, []).append((s, e))
         lead = _headings_length(text, hit.metadata.get("section"))
+        # The headings a structure chunk opens with name what its sentences are about
+        # (a window keeps them inline, in its first sentence): their terms count for
+        # every sentence below them, which the answer then quotes without them.
+        heading = text_terms(text[:lead]) if lead else None
         for i, (s, e) in enumerate(sentences):
             if e <= lead:
                 continue  # only the headings the chunk opens with
@@ -146,7 +151,10 @@ class ExtractiveGenerator:
             last = i == len(sentences) - 1 and e == units[-1][1] and i > 0
             if last and piece[-1].isalnum() and piece[-1].isascii():
                 continue  # ends where the window cut it
-            out.append((coverage(terms, text_terms(piece)), piece))
+            found = text_terms(piece)
+            if heading is not None:
+                found = (found[0] | heading[0], found[1] | heading[1])
+            out.append((coverage(terms, found), piece))
         q_terms = terms[0] | terms[1]
         keys = {t for t in terms[0] if any(c.isdigit() for c in t)}
         for cells in rows.values():

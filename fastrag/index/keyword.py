@@ -106,6 +106,7 @@ _SCHEMA = _schema(_COLUMNS)
 _SCHEMAS = {1: _schema(_V1_COLUMNS), FORMAT_VERSION: _SCHEMA}
 _MAX_ROWS = 2**31 - 1
 _NO_MASK = np.zeros(0, dtype=np.bool_)
+_NO_MASK.flags.writeable = False  # the kernels take their inputs read-only (one signature)
 
 
 def _check_param(name: str, value: object, lo: float, hi: float) -> float:
@@ -589,6 +590,38 @@ class BM25Index:
             return self._search(hashes, offsets, k, mask, 1, method)[:2]
         with _threads(threads) as n_threads:
             return self._search(hashes, offsets, k, mask, n_threads, method)[:2]
+
+    def search_weighted(
+        self,
+        tokens: Tokens,
+        k: int = 10,
+        *,
+        mask: np.ndarray | None = None,
+        threads: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`search_tokens` and :meth:`query_weights` of the same queries, checked once.
+
+        The question path's keyword leg: the rows and scores of a search and
+        the weight each query could reach (for its relevance), from one
+        validation of ``tokens``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``rows`` (int64 ``(m, k)``), ``scores`` (float32 ``(m, k)``) and
+            ``weights`` (float32 ``(m,)``).
+        """
+        tokens = _check_tokens(tokens)
+        hashes, offsets = tokens.hashes, tokens.offsets
+        state = self._state
+        weights = _kernels.query_weights(state.vocab, state.idf, hashes, offsets)
+        if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
+            resolve_threads(threads)
+            rows, scores = self._search(hashes, offsets, k, mask, 1, "auto")[:2]
+        else:
+            with _threads(threads) as n_threads:
+                rows, scores = self._search(hashes, offsets, k, mask, n_threads, "auto")[:2]
+        return rows, scores, weights
 
     def postings_read(
         self,

@@ -41,6 +41,7 @@ import numpy as np
 
 from .._native import fusion as _fusion_kernels
 from .._native._jit import readonly
+from .._native.bm25 import PARALLEL_MIN_QUERIES as _SERIAL_QUERIES
 from .._threads import threads as _threads
 from ..corpus import Corpus
 from ..embed.base import query_vectors
@@ -312,6 +313,10 @@ class Retriever:
             return Ranked(
                 empty, np.zeros((m, 0), np.float32), np.zeros((m, 0), np.float32), queries, mode
             )
+        if mode == "keyword" and options.threads is None and m < _SERIAL_QUERIES:
+            # A few keyword questions: every kernel inside runs serially whatever the
+            # setting, so no scope (its two thread switches cost more than the search).
+            return self._rank(corpus, queries, k, options, mode)
         # One thread scope for the whole call: the kernels inside then find the count
         # they need already set (small corpora: one thread, no switch per kernel).
         with _threads(options.threads, work=n_rows * store.dim * 4 * m):
@@ -396,10 +401,9 @@ class Retriever:
                 assert mask is not None
                 key_rows, key_scores, key_weight = search_masked(keyword, tokens, width, mask)
             else:
-                key_rows, key_scores = keyword.search_tokens(
+                key_rows, key_scores, key_weight = keyword.search_weighted(
                     tokens, width, mask=mask, threads=threads
                 )
-                key_weight = keyword.query_weights(tokens)
             documents = corpus.documents
             if mode == "hybrid" and documents is not None and plan.document > 0:
                 doc_mask = None
@@ -463,6 +467,13 @@ class Retriever:
     def _relevance(
         self, corpus: Corpus, legs: _Legs, rows: np.ndarray, scores: np.ndarray, mode: str
     ) -> np.ndarray:
+        weights = legs.keyword_weight
+        if legs.rows is legs.keyword_rows and weights is not None and legs.query_vectors is None:
+            # keyword alone: the share of the question's weight each row scored (padding's
+            # -inf and questions of no weight give 0), what the general path below gives
+            ratio = np.zeros(scores.shape, dtype=np.float32)
+            np.divide(scores, weights[:, None], out=ratio, where=weights[:, None] > 0)
+            return np.clip(ratio, 0.0, 1.0, out=ratio)
         if mode == "vector":  # the scores are the cosines already
             relevance = np.clip(scores, 0.0, 1.0).astype(np.float32)
         elif legs.query_vectors is not None:
