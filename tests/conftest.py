@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import pytest
@@ -92,21 +98,85 @@ def _question_kernels_cached() -> bool:
     return not CACHE or any(_cached(d) for d in probes)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def compiled_kernels() -> subprocess.CompletedProcess[str] | None:
-    """Every kernel signature the engine uses, compiled once per session into the shared cache.
+# The session's warm-up runs once, in the process pytest was started in (with pytest-xdist,
+# the controller, before and while its workers start and collect), in a thread that holds an
+# exclusive lock on a file of this folder until the result is written beside it; every
+# process that runs tests takes a shared lock on it first (``compiled_kernels``).
+_WARMUP_DIR = pytest.StashKey[Path]()
 
-    ``fastrag.warmup()`` runs in a child process before the first test: on an
-    empty cache it compiles in two processes at once (both cores; compiling
-    holds the GIL), on a warm one it only loads. This process, the servers,
-    the CLI and Ray children of the tests then load the kernels from Numba's
-    on-disk cache instead of each compiling its own: they inherit this
-    environment, so they use the same cache (``NUMBA_CACHE_DIR`` or, unset,
-    the ``__pycache__`` beside the installed kernels). The child runs where
-    the installed package is imported first (a source checkout's fastrag/
-    lacks the kernels). A failure here is the cold-cache warm-up failing.
-    ``FASTRAG_TEST_WARMUP=0`` skips it (a run of a few tests on an empty
-    cache then compiles only what they call).
+
+def _run_warm_up(folder: Path, lock: IO[str]) -> None:
+    """The demo on a cold cache (when it is cold), then ``fastrag.warmup()``; writes result.json."""
+    result: dict[str, object] = {"demo": None, "error": None}
+    try:
+        where = Path(fastrag.__file__).resolve().parent.parent
+        if not _question_kernels_cached():
+            demo = subprocess.run(
+                [sys.executable, "-c", DEMO_PROBE], cwd=where, stdin=subprocess.DEVNULL,
+                capture_output=True, text=True, timeout=1800,
+            )  # fmt: skip
+            result["demo"] = [demo.returncode, demo.stdout, demo.stderr]
+        warm = subprocess.run(
+            [sys.executable, "-c", "import fastrag; fastrag.warmup()"],
+            cwd=where, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        if warm.returncode != 0:
+            result["error"] = f"fastrag.warmup() exited {warm.returncode}: {warm.stderr[-3000:]}"
+    except Exception as exc:  # reported by every test's fixture, as the old check=True did
+        result["error"] = f"the warm-up failed: {exc!r}"
+    finally:
+        (folder / "result.tmp").write_text(json.dumps(result))
+        (folder / "result.tmp").replace(folder / "result.json")
+        lock.close()  # releases the exclusive lock: the waiting test processes go on
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Start the session's warm-up (see ``compiled_kernels``) in the process pytest started in."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return  # an xdist worker: its controller warms up; nothing runs when only collecting
+    if JIT_DISABLED or os.environ.get("FASTRAG_TEST_WARMUP", "1") == "0":
+        return
+    folder = Path(tempfile.mkdtemp(prefix="fastrag-warmup-"))
+    lock = open(folder / "lock", "w")  # noqa: SIM115 - closed by the thread when done
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    config.stash[_WARMUP_DIR] = folder
+    threading.Thread(target=_run_warm_up, args=(folder, lock), daemon=True).start()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: tell each worker where the controller's warm-up writes its result."""
+    folder = node.config.stash.get(_WARMUP_DIR, None)
+    if folder is not None:
+        node.workerinput["fastrag_warmup_dir"] = str(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_WARMUP_DIR, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels(request: pytest.FixtureRequest) -> subprocess.CompletedProcess[str] | None:
+    """Every kernel signature the engine uses, compiled once per run into the shared cache.
+
+    ``fastrag.warmup()`` runs in a child process of the process pytest was
+    started in (with pytest-xdist, ``-n``, the controller: once, not once per
+    worker), started with the session: on an empty cache it compiles in two
+    processes at once (both cores; compiling holds the GIL), on a warm one it
+    only loads. Each process that runs tests waits here, before its first
+    test, until it is done. The test processes, the servers, the CLI and Ray
+    children of the tests then load the kernels from Numba's on-disk cache
+    instead of each compiling its own: they inherit this environment, so they
+    use the same cache (``NUMBA_CACHE_DIR`` or, unset, the ``__pycache__``
+    beside the installed kernels). The child runs where the installed package
+    is imported first (a source checkout's fastrag/ lacks the kernels). A
+    failure here is the cold-cache warm-up failing. ``FASTRAG_TEST_WARMUP=0``
+    skips it (a run of a few tests on an empty cache then compiles only what
+    they call).
 
     When the shared cache holds none of the demo's question kernels (CI: an
     empty cache), :data:`DEMO_PROBE` runs first, on it: that is the cold-cache
@@ -114,20 +184,45 @@ def compiled_kernels() -> subprocess.CompletedProcess[str] | None:
     otherwise runs it on a private empty cache. What the demo compiled, the
     warm-up then loads instead of compiling a second time.
     """
-    if JIT_DISABLED or os.environ.get("FASTRAG_TEST_WARMUP", "1") == "0":
+    config = request.config
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        where = workerinput.get("fastrag_warmup_dir")
+        folder = Path(where) if where else None
+    else:
+        folder = config.stash.get(_WARMUP_DIR, None)
+    if folder is None:
         return None
-    where = Path(fastrag.__file__).resolve().parent.parent
-    demo = None
-    if not _question_kernels_cached():
-        demo = subprocess.run(
-            [sys.executable, "-c", DEMO_PROBE], cwd=where, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=1800,
-        )  # fmt: skip
-    subprocess.run(
-        [sys.executable, "-c", "import fastrag; fastrag.warmup()"],
-        cwd=where, stdin=subprocess.DEVNULL, check=True, timeout=1800,
-    )  # fmt: skip
-    return demo
+    with open(folder / "lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # waits for the warm-up thread to let go
+    result = json.loads((folder / "result.json").read_text())
+    if result["error"]:
+        raise RuntimeError(result["error"])
+    if result["demo"] is None:
+        return None
+    code, out, err = result["demo"]
+    return subprocess.CompletedProcess([sys.executable, "-c", DEMO_PROBE], code, out, err)
+
+
+# The test files that take longest (BENCHMARKS.md "Test suite time": Ray, the cold-cache and
+# nothing-compiles checks, process servers and crash children, the BM25 property tests), put
+# first in the collection: pytest-xdist (``--dist loadfile --no-loadscope-reorder``) then
+# hands out the short files last, so that no worker is left alone with a long file at the
+# end while the other waits. Only the order changes; every test still runs.
+HEAVY_FIRST = (
+    "test_distributed.py",
+    "test_warmup.py",
+    "test_serve.py",
+    "test_kb_hnsw.py",
+    "test_edits.py",
+    "test_bm25.py",
+    "test_benchmark_scripts.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
 
 
 @pytest.fixture
