@@ -5,8 +5,10 @@ Served through the official ``mcp`` SDK.
 - ``search(query, kb=None, k=5, mode=None, snapshot=None)``: the retrieved
   chunks, each as ``/v1/retrieve`` writes it (:func:`~fastrag.serve.shared.hit_json`:
   rank, citation marker, ids, text, score, relevance, metadata, title, source);
-- ``answer(question, kb=None, k=5, snapshot=None)``: the cited answer with
-  its hits, citations, confidence, faithfulness and warnings;
+- ``answer(question, kb=None, k=5, snapshot=None, sql=None, sql_params=None,
+  sql_limit=None)``: the cited answer with its hits, citations, confidence,
+  faithfulness and warnings; with ``sql`` (the server's SQL tool, as for
+  ``sql_query``) the rows it returns are cited beside the chunks;
 - ``snapshot`` (an id or a tag) answers from that kept snapshot of the
   knowledge base instead of the served one; the result names its id;
 - ``sql_query(sql, params=None, limit=None)`` (when the server has a SQL
@@ -153,28 +155,34 @@ def build_mcp(
     @server.tool(
         name="answer",
         description="Answer a question from a knowledge base, citing the chunks used as [n]; "
-        "says plainly when the knowledge base does not hold the answer.",
+        "says plainly when the knowledge base does not hold the answer. With `sql` (one "
+        "read-only SELECT, values in `sql_params`, as for sql_query) the answer also cites the "
+        "rows it returns, as sql:<table>#<key>.",
     )
     async def answer(
         question: str, ctx: Context, kb: str | None = None, k: K = DEFAULT_K,
-        snapshot: str | None = None,
+        snapshot: str | None = None, sql: str | None = None,
+        sql_params: dict[str, Any] | None = None, sql_limit: int | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
         retrieval, options = request_options(
             {}, principal=caller.principal, threads=threads, answer={}
         )
+        if sql is None and (sql_params is not None or sql_limit is not None):
+            raise ToolError("sql_params and sql_limit need sql (the SELECT whose rows to cite)")
+        if sql is not None and sql_tool is None:
+            raise ToolError("this server has no SQL source (start it with --sql URL --sql-tables)")
+
+        def run() -> Any:
+            rows = sql_tool.query(sql, sql_params, limit=sql_limit) if sql is not None else None
+            return current.kb.answer(
+                question, check(k), generator=generator, retrieval=retrieval, answer=options,
+                snapshot=snapshot, rows=rows,
+            )  # fmt: skip
+
         try:
-            ans = await anyio.to_thread.run_sync(
-                lambda: current.kb.answer(
-                    question,
-                    check(k),
-                    generator=generator,
-                    retrieval=retrieval,
-                    answer=options,
-                    snapshot=snapshot,
-                )  # fmt: skip
-            )
+            ans = await anyio.to_thread.run_sync(run)
         except FastragError as exc:
             raise ToolError(str(exc)) from None
         sid = ans.snapshot if snapshot is not None else current.snapshot
