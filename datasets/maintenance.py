@@ -14,6 +14,21 @@ the class a router should give it:
 - ``natural``: the symptom and the repair in other words than the document's
   (synonyms), English or Chinese;
 - ``mixed``: a sentence naming the code among natural words.
+
+``hard=True`` (the default) makes the set look more like a real alarm
+manual, where exact tokens are needed and partial matches mislead:
+
+- **near codes**: a machine's alarms come in families (``SV0432``,
+  ``SV0433``, ``SV0437``, ``SP0432``): codes that differ by one character
+  from other documents' codes;
+- **documents that cite many codes**: each fault document names two to four
+  neighbouring alarms to check if it returns, and each machine has an alarm
+  list (one line per alarm, never the answer to a question);
+- **shared quantities**: thresholds come from a few standard values
+  (``85℃``, ``0.5MPa``, ``24V``, ...) that many documents share; a
+  part and a quantity still single out one document.
+
+``hard=False`` is the earlier, easier set (unique random codes and values).
 """
 
 from __future__ import annotations
@@ -52,8 +67,32 @@ def _quantity(rng: random.Random) -> str:
     return f"{round(value, digits):.0f}{unit}" if digits <= 0 else f"{value:.1f}{unit}"
 
 
-def generate(n_machines: int = 40, seed: int = 0) -> tuple[list[dict], list[tuple]]:
+_STANDARD = ["85℃", "60℃", "70℃", "100℃", "0.5MPa", "0.3MPa", "0.6MPa", "24V", "200V",
+             "1500rpm", "3000rpm", "6000rpm"]  # fmt: skip
+_PREFIXES = ["SV", "SP", "OT", "PS", "AL"]
+
+
+def _distance(a: str, b: str) -> int:
+    """Characters that differ between two codes of one length."""
+    return sum(x != y for x, y in zip(a, b, strict=True)) if len(a) == len(b) else len(a)
+
+
+def _near(code: str, rng: random.Random) -> str:
+    """``code`` with one character changed: a digit, or the prefix's second letter."""
+    i = rng.randrange(len(code))
+    if i < 2:
+        others = [p for p in _PREFIXES if p != code[:2]]
+        return rng.choice(others) + code[2:]
+    digit = rng.choice([d for d in "0123456789" if d != code[i]])
+    return code[:i] + digit + code[i + 1 :]
+
+
+def generate(
+    n_machines: int = 40, seed: int = 0, *, hard: bool = True
+) -> tuple[list[dict], list[tuple]]:
     """Documents and ``(question, doc_id, kind)`` questions (see the module docstring)."""
+    if hard:
+        return _generate_hard(n_machines, seed)
     rng = random.Random(seed)
     docs: list[dict] = []
     questions: list[tuple] = []
@@ -91,4 +130,69 @@ def generate(n_machines: int = 40, seed: int = 0) -> tuple[list[dict], list[tupl
                 (f"what should a technician do when the {part} shows alarm {code}", doc_id,
                  "mixed"),
             ]  # fmt: skip
+    return docs, questions
+
+
+def _generate_hard(n_machines: int, seed: int) -> tuple[list[dict], list[tuple]]:
+    """The ``hard=True`` set: near codes, documents citing many codes, shared quantities."""
+    rng = random.Random(seed)
+    docs: list[dict] = []
+    questions: list[tuple] = []
+    codes: set[str] = set()
+    models: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    family: list[str] = []  # the codes so far: new ones are drawn near them
+    for _ in range(n_machines):
+        while True:
+            model = f"FANUC-{rng.choice(_SERIES)}-{rng.randint(10, 99)}"
+            if model not in models:
+                models.add(model)
+                break
+        mine: list[tuple[str, str, str, str, str, str, str, str]] = []
+        for _ in range(rng.randint(3, 6)):
+            while True:
+                if family and rng.random() < 0.8:
+                    code = _near(rng.choice(family), rng)
+                else:
+                    code = f"{rng.choice(_PREFIXES)}{rng.randint(0, 9999):04d}"
+                if code not in codes:
+                    codes.add(code)
+                    family.append(code)
+                    break
+            part, part_zh = rng.choice(_PARTS)
+            for _ in range(20):  # a standard value the part does not yet have
+                qty = rng.choice(_STANDARD)
+                if (part, qty) not in pairs:
+                    break
+            else:
+                qty = _quantity(rng)
+            pairs.add((part, qty))
+            sym, sym_alt, sym_zh = rng.choice(_SYMPTOMS)
+            rep, rep_alt, rep_zh = rng.choice(_REPAIRS)
+            mine.append((code, part, part_zh, qty, sym, sym_zh, rep, rep_zh))
+            doc_id = f"{model}-{code}"
+            near = [c for c in family if c != code and _distance(c, code) == 1]
+            cited = rng.sample(near, min(len(near), rng.randint(2, 4)))
+            while len(cited) < 2:  # always some neighbours, even before the family has them
+                cited.append(_near(code, rng))
+            also = ", ".join(cited)
+            text = (
+                f"Alarm {code} on {model}: the {part} {sym} when the reading reaches {qty}. "
+                f"Technicians should {rep} and check the {part} again. If the alarm returns, "
+                f"also check alarms {also}. "
+                f"报警 {code}（{model}）：{part_zh}{sym_zh}，读数 {qty}。处理：{rep_zh}。"
+                f"若再次报警，检查 {also}。"
+            )
+            docs.append({"id": doc_id, "text": text})
+            questions += [
+                (code, doc_id, "code"),
+                (f"{model} {code}", doc_id, "code"),
+                (f"{part} {qty}", doc_id, "numeric"),
+                (f"why does the {part} {sym_alt} and how do I {rep_alt}", doc_id, "natural"),
+                (f"{part_zh}{sym_zh}怎么{rep_zh}", doc_id, "natural"),
+                (f"what should a technician do when the {part} shows alarm {code}", doc_id,
+                 "mixed"),
+            ]  # fmt: skip
+        lines = "; ".join(f"{c} {p} {s} at {q}" for c, p, _, q, s, _, _, _ in mine)
+        docs.append({"id": f"{model}-alarm-list", "text": f"Alarm list of {model}: {lines}."})
     return docs, questions

@@ -124,7 +124,10 @@ def _print_answer(ans: Answer) -> None:
     print(f"retrieved {len(ans.hits)} chunks: {previews}")
     print(f"A: {ans.text}")
     for marker, hit in sorted(ans.citations.items()):
-        print(f"  [{marker}] {hit.doc_id}#{hit.ord}{_where(hit)}")
+        if hit.doc_id.startswith("sql:"):  # a SQL row: its table and key are its id
+            print(f"  [{marker}] {hit.doc_id}")
+        else:
+            print(f"  [{marker}] {hit.doc_id}#{hit.ord}{_where(hit)}")
     if ans.distilled is not None:
         d = ans.distilled
         print(
@@ -405,19 +408,62 @@ def cmd_ask(args: argparse.Namespace) -> int:
         distill = generator
     retrieval, answer = cli_options(args, distill=distill)
     context = _multimodal(args, args.question)
+    rows = _ask_rows(args)
     if context is not None:
         ans = kb.multimodal_query(
-            context, k=args.k, generator=generator, retrieval=retrieval, answer=answer
-        )
+            context, k=args.k, generator=generator, retrieval=retrieval, answer=answer,
+            rows=rows,
+        )  # fmt: skip
     else:
         ans = kb.answer(
-            args.question, k=args.k, generator=generator, retrieval=retrieval, answer=answer
-        )
+            args.question, k=args.k, generator=generator, retrieval=retrieval, answer=answer,
+            rows=rows,
+        )  # fmt: skip
     if args.json:
         sys.stdout.write(orjson.dumps(ans.to_dict()).decode() + "\n")
     else:
         _print_answer(ans)
     return 0
+
+
+def parse_sql_params(values: list[str]) -> dict[str, Any]:
+    """``--sql-param NAME=TEXT`` (a string, as given) or ``NAME:=JSON`` (a number, bool, null)."""
+    out: dict[str, Any] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        typed = name.endswith(":")
+        name = name.removesuffix(":").strip()
+        if not sep or not name:
+            raise ConfigError(f"--sql-param {value!r}: write NAME=TEXT or NAME:=JSON")
+        if typed:
+            try:
+                parsed = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                raise ConfigError(f"--sql-param {value!r}: {text!r} is not JSON") from None
+            if isinstance(parsed, (list, dict)):
+                raise ConfigError(f"--sql-param {value!r}: a value is a number, bool, null or text")
+            out[name] = parsed
+        else:
+            out[name] = text
+    return out
+
+
+def _ask_rows(args: argparse.Namespace) -> Any:
+    """``fastrag ask --sql URL --sql-tables ... --sql-query SELECT``: the rows to cite, or None."""
+    if args.sql_query is None:
+        if args.sql is not None or args.sql_tables or args.sql_param:
+            raise ConfigError("--sql, --sql-tables and --sql-param need --sql-query (the SELECT)")
+        return None
+    if args.sql is None:
+        raise ConfigError("--sql-query needs --sql URL (the database) and --sql-tables")
+    from .serve.settings import parse_sql_tables
+    from .store.sql_tool import SqlTool
+
+    tool = SqlTool(args.sql, parse_sql_tables(args.sql_tables or []))
+    try:
+        return tool.query(args.sql_query, parse_sql_params(args.sql_param or []))
+    finally:
+        tool.close()
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -850,6 +896,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     _add_multimodal(p)
+    p.add_argument(
+        "--sql", default=None, metavar="URL",
+        help="a database whose rows --sql-query selects; the answer cites them beside the chunks",
+    )  # fmt: skip
+    p.add_argument(
+        "--sql-tables", action="append", default=None, metavar="TABLE=COL,COL",
+        help="a table and the columns the query may read (repeat for more; needed with --sql)",
+    )  # fmt: skip
+    p.add_argument(
+        "--sql-query", default=None, metavar="SELECT",
+        help="one read-only SELECT (values as :name parameters, never in the text)",
+    )  # fmt: skip
+    p.add_argument(
+        "--sql-param", action="append", default=None, metavar="NAME=TEXT",
+        help="a bound parameter: NAME=TEXT (text as given) or NAME:=JSON (a number, bool, null)",
+    )  # fmt: skip
     p.set_defaults(func=cmd_ask)
 
     p = add("batch", "answer a file of questions (.txt .jsonl .csv .parquet) into .jsonl/.parquet")

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from .answer.generate import Generator
 from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
-from .answer.rows import with_rows
+from .answer.rows import rows_per_question, with_rows
 from .answer.stages import StageTimer
 from .answer.table import answers_table
 from .corpus import build as corpora
@@ -746,7 +746,7 @@ class KnowledgeBase:
         retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: Literal["table"] = "table",
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> pa.Table: ...  # fmt: skip
 
     @overload
@@ -755,7 +755,7 @@ class KnowledgeBase:
         retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: Literal["answers"],
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> list[Answer | None]: ...  # fmt: skip
 
     @overload
@@ -764,7 +764,7 @@ class KnowledgeBase:
         retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: Literal["results"],
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> list[tuple[Answer | None, str | None]]: ...  # fmt: skip
 
     @overload
@@ -773,7 +773,7 @@ class KnowledgeBase:
         retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: str = "table",
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]: ...  # fmt: skip
 
     def answer_batch(
@@ -781,7 +781,7 @@ class KnowledgeBase:
         retrieval: RetrievalOptions | None = None, answer: AnswerOptions | None = None,
         max_concurrency: int | None = None, requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None, output: str = "table",
-        snapshot: str | None = None, **shorthand: Any,
+        snapshot: str | None = None, rows: Any = None, **shorthand: Any,
     ) -> pa.Table | list[Answer | None] | list[tuple[Answer | None, str | None]]:  # fmt: skip
         """Answer many questions: the same stages as :meth:`answer`, batched where a stage allows.
 
@@ -798,7 +798,10 @@ class KnowledgeBase:
         for a failed question), or with ``output="results"`` a list of
         ``(answer, error)`` pairs (the answer None and the error's text set
         for a failed question). ``snapshot`` answers every question from a
-        kept snapshot (as for :meth:`retrieve`).
+        kept snapshot (as for :meth:`retrieve`). ``rows`` puts SQL rows in the
+        context as :meth:`answer` does: one :class:`~fastrag.SqlResult` for
+        every question, or a list with one entry per question (``None`` for
+        none; see :func:`fastrag.answer.rows.rows_per_question`).
         """
         if output not in ("table", "answers", "results"):
             raise ConfigError(f"output must be 'table', 'answers' or 'results', got {output!r}")
@@ -809,7 +812,7 @@ class KnowledgeBase:
             questions, lambda block: self._items(corpus, block, k, ropts, aopts), self._question,
             generator=generator, options=aopts, snapshot=sid,
             max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
-            tokens_per_minute=tokens_per_minute,
+            tokens_per_minute=tokens_per_minute, rows=rows_per_question(rows, len(questions)),
         )  # fmt: skip
         done = [a for a in answers if a is not None]
         self._count(retrievals=len({a.question for a in done}), answers=done)

@@ -79,3 +79,25 @@ def test_the_rules_agree_with_the_generated_maintenance_questions():
     for q, doc, kind in questions:  # every question's document exists, and codes are in it
         text = next(d["text"] for d in docs if d["id"] == doc)
         assert kind != "code" or q.split()[-1] in text
+
+
+def test_the_hard_maintenance_set_has_near_codes_cross_references_and_shared_values():
+    docs, questions = generate(8, seed=3)
+    easy_docs, _ = generate(8, seed=3, hard=False)
+    assert docs != easy_docs
+    texts = {d["id"]: d["text"] for d in docs}
+    codes = sorted({q for q, _, kind in questions if kind == "code" and " " not in q})
+    # codes that differ from another document's code by one character
+    near = [c for c in codes if any(sum(a != b for a, b in zip(c, o)) == 1 for o in codes)]
+    assert len(near) >= len(codes) // 2
+    # documents that cite other codes, and alarm lists that cite all of a machine's codes
+    for code in codes:
+        citing = [i for i, t in texts.items() if code in t]
+        assert len(citing) >= 2
+    assert sum(1 for i in texts if i.endswith("-alarm-list")) == 8
+    # quantities shared across documents, while a part and a quantity name one document
+    numeric = [q for q, _, kind in questions if kind == "numeric"]
+    assert len(set(numeric)) == len(numeric)
+    values = [q.split()[-1] for q in numeric]
+    assert max(values.count(v) for v in values) >= 3
+    assert generate(8, seed=3) == (docs, questions)  # deterministic

@@ -582,3 +582,203 @@ def test_rows_are_redacted_before_a_model_reads_them(tmp_path):
     assert answer.pii.get("EMAIL") == 1
     assert answer.citations[1].doc_id == "sql:repair_records#1"
     assert "tech.lee@example.com" in answer.citations[1].text  # the caller's own copy is whole
+
+
+# -- rows cited from every way in: answer_batch, HTTP, MCP, CLI ----------------------------
+
+ASK = "What is the solution for SV0432?"
+
+
+def test_answer_batch_cites_rows_per_question_and_for_all(sqlite_db):
+    tool = fastrag.SqlTool(f"sqlite:///{sqlite_db}", tables=TABLES)
+    sv = tool.query(SV0432, {"code": "SV0432"})
+    ot = tool.query(SV0432, {"code": "OT0500"})
+    tool.close()
+    kb = fastrag.KnowledgeBase.build(MANUAL)
+    # One result for every question.
+    both = kb.answer_batch([ASK, "Which rows cite SV0432?"], rows=sv, output="answers")
+    for ans in both:
+        assert [h.doc_id for h in ans.hits[:2]] == ["sql:repair_records#1", "sql:repair_records#2"]
+    # One entry per question; the same question with other rows is answered apart.
+    got = kb.answer_batch([ASK, ASK, ASK], rows=[sv, ot, None], output="answers")
+    assert got[0].hits[0].doc_id == "sql:repair_records#1"
+    assert got[1].hits[0].doc_id == "sql:repair_records#3"
+    assert [h.doc_id for h in got[1].hits if h.doc_id.startswith("sql:")] == [
+        "sql:repair_records#3"
+    ]
+    assert not any(h.doc_id.startswith("sql:") for h in got[2].hits)
+    assert any(h.doc_id.startswith("sql:") for h in got[0].citations.values())
+    table = kb.answer_batch([ASK, ASK], rows=[ot, sv])
+    assert table.num_rows == 2
+    with pytest.raises(ConfigError, match="rows has 1 entries for 2 questions"):
+        kb.answer_batch([ASK, ASK], rows=[sv])
+    with pytest.raises(ConfigError, match="rows must be SqlTool query results"):
+        kb.answer_batch([ASK], rows=[{"fault_code": "SV0432"}])
+
+
+def _sql_answers_over_http(url: str, db_state) -> None:
+    """/v1/answer and /v1/answer/batch with an ``sql`` field, against a server on ``url``."""
+    before = db_state()
+    call = {"sql": SV0432, "params": {"code": "SV0432"}}
+    with httpx.Client(base_url=url, timeout=30) as http:
+        r = http.post("/v1/answer", json={"question": ASK, "sql": call})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [h["doc_id"] for h in body["hits"][:2]] == [
+            "sql:repair_records#1",
+            "sql:repair_records#2",
+        ]
+        assert "manual" in [h["doc_id"] for h in body["hits"]]
+        assert body["hits"][0]["metadata"]["row"] == {
+            "fault_code": "SV0432",
+            "solution_text": "Replace the spindle fan",
+        }
+        assert "Replace the spindle fan" in body["answer"]
+        by_id = {h["chunk_id"]: h["doc_id"] for h in body["hits"]}
+        assert "sql:repair_records#1" in [by_id[c] for c in body["citations"].values()]
+        # A batch: one query per question (null for none), or one for all.
+        other = {"sql": SV0432, "params": {"code": "OT0500"}}
+        r = http.post(
+            "/v1/answer/batch", json={"questions": [ASK, ASK, ASK], "sql": [call, other, None]}
+        )
+        assert r.status_code == 200, r.text
+        res = r.json()["results"]
+        assert res[0]["hits"][0]["doc_id"] == "sql:repair_records#1"
+        assert res[1]["hits"][0]["doc_id"] == "sql:repair_records#3"
+        assert not any(h["doc_id"].startswith("sql:") for h in res[2]["hits"])
+        r = http.post("/v1/answer/batch", json={"questions": [ASK, "SV0432?"], "sql": call})
+        assert [x["hits"][0]["doc_id"] for x in r.json()["results"]] == ["sql:repair_records#1"] * 2
+        # Streamed, the rows are in the first (hits) event.
+        with http.stream(
+            "POST", "/v1/answer", json={"question": ASK, "sql": call, "stream": True}
+        ) as s:
+            text = "".join(s.iter_text())
+        first = json.loads(text.split("data: ", 1)[1].split("\n", 1)[0])
+        assert first["hits"][0]["doc_id"] == "sql:repair_records#1"
+        # Refused: a write, a disallowed column, injection through the value and the limit,
+        # rows given by value (never trusted), a list of the wrong length.
+        for sql in ("DELETE FROM repair_records", "SELECT secret FROM repair_records"):
+            r = http.post("/v1/answer", json={"question": ASK, "sql": {"sql": sql}})
+            assert r.status_code == 400 and r.json()["error"]["type"] == "sql_refused", r.text
+        r = http.post(
+            "/v1/answer",
+            json={"question": ASK, "sql": {**call, "params": {"code": "x' OR '1'='1"}}},
+        )
+        assert r.status_code == 200
+        assert not any(h["doc_id"].startswith("sql:") for h in r.json()["hits"])
+        r = http.post("/v1/answer", json={"question": ASK, "sql": {**call, "limit": "1; DROP"}})
+        assert r.status_code == 400
+        r = http.post(
+            "/v1/answer",
+            json={"question": ASK, "rows": [{"fault_code": "SV0432", "solution_text": "lies"}]},
+        )
+        assert r.status_code == 400 and r.json()["error"]["type"] == "unknown_option"
+        r = http.post("/v1/answer/batch", json={"questions": [ASK, ASK], "sql": [call]})
+        assert r.status_code == 400 and "2 questions" in r.json()["error"]["message"]
+    assert db_state() == before
+
+
+def test_http_answers_cite_sqlite_rows(manual_sql_server, sqlite_db):
+    _sql_answers_over_http(manual_sql_server.url, lambda: _sqlite_state(sqlite_db))
+
+
+def test_http_answers_cite_postgres_rows(postgres, tmp_path):
+    url, state = postgres
+    kb = save_kb(MANUAL, tmp_path / "kb")
+    settings = ServeSettings(
+        kbs=(("fanuc", str(kb)),), reload_interval=0, sql=url, sql_tables=TABLES
+    )
+    with ThreadServer(settings) as s:
+        _sql_answers_over_http(s.url, state)
+
+
+def test_http_answer_with_sql_on_a_server_without_one_is_404(tmp_path):
+    kb = save_kb(MANUAL, tmp_path / "kb")
+    with ThreadServer(ServeSettings(kbs=(("a", str(kb)),), reload_interval=0)) as s:
+        r = httpx.post(
+            s.url + "/v1/answer", json={"question": ASK, "sql": {"sql": "SELECT 1"}}, timeout=30
+        )
+    assert r.status_code == 404 and "no SQL source" in r.json()["error"]["message"]
+
+
+@pytest.fixture
+def manual_sql_server(sqlite_db, tmp_path):
+    kb = save_kb(MANUAL, tmp_path / "kb")
+    settings = ServeSettings(
+        kbs=(("fanuc", str(kb)),), reload_interval=0, sql=f"sqlite:///{sqlite_db}",
+        sql_tables=TABLES,
+    )  # fmt: skip
+    with ThreadServer(settings) as s:
+        yield s
+
+
+def test_mcp_answer_cites_rows(manual_sql_server, sqlite_db):
+    before = _sqlite_state(sqlite_db)
+
+    async def run():
+        async with contextlib.AsyncExitStack() as stack:
+            http = await stack.enter_async_context(httpx2.AsyncClient(timeout=30))
+            c = await stack.enter_async_context(
+                Client(streamable_http_client(manual_sql_server.url + "/mcp", http_client=http))
+            )
+            ok = await c.call_tool(
+                "answer", {"question": ASK, "sql": SV0432, "sql_params": {"code": "SV0432"}}
+            )
+            plain = await c.call_tool("answer", {"question": ASK})
+            bad = await c.call_tool(
+                "answer", {"question": ASK, "sql": "UPDATE repair_records SET fault_code = 'x'"}
+            )
+            orphan = await c.call_tool("answer", {"question": ASK, "sql_params": {"code": "x"}})
+            return ok, plain, bad, orphan
+
+    ok, plain, bad, orphan = anyio.run(run)
+    body = json.loads(ok.content[0].text)
+    assert [h["doc_id"] for h in body["hits"][:2]] == [
+        "sql:repair_records#1",
+        "sql:repair_records#2",
+    ]
+    assert "Replace the spindle fan" in body["answer"]
+    assert not any(
+        h["doc_id"].startswith("sql:") for h in json.loads(plain.content[0].text)["hits"]
+    )
+    assert bad.is_error and "only SELECT" in bad.content[0].text
+    assert orphan.is_error and "need sql" in orphan.content[0].text
+    assert _sqlite_state(sqlite_db) == before
+
+
+def test_cli_ask_cites_rows(sqlite_db, tmp_path, capsys):
+    from fastrag.cli import main
+
+    kb = save_kb(MANUAL, tmp_path / "kb")
+    before = _sqlite_state(sqlite_db)
+    sql = [
+        "--sql", f"sqlite:///{sqlite_db}", "--sql-tables",
+        "repair_records=id,fault_code,machine_id,solution_text", "--sql-query", SV0432,
+    ]  # fmt: skip
+    assert main(["ask", ASK, "--kb", str(kb), *sql, "--sql-param", "code=SV0432", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [h["doc_id"] for h in body["hits"][:2]] == [
+        "sql:repair_records#1",
+        "sql:repair_records#2",
+    ]
+    ot = "What is the solution for OT0500?"
+    assert main(["ask", ot, "--kb", str(kb), *sql, "--sql-param", "code=OT0500"]) == 0
+    out = capsys.readouterr().out
+    assert "Reset the overtravel limit" in out and "[1] sql:repair_records#3\n" in out
+    # Typed parameters (NAME:=JSON); a code that looks like a number stays text with NAME=.
+    by_id = [*sql[:4], "--sql-query", "SELECT solution_text FROM repair_records WHERE id = :i"]
+    assert main(["ask", ASK, "--kb", str(kb), *by_id, "--sql-param", "i:=2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"][0]["doc_id"] == "sql:repair_records#2"
+    from fastrag.cli import parse_sql_params
+
+    assert parse_sql_params(["code=0432", "n:=3", "x:=null"]) == {"code": "0432", "n": 3, "x": None}
+    for bad in (["code"], ["=1"], ["n:=[1]"], ["n:=nope"]):
+        with pytest.raises(ConfigError, match="--sql-param"):
+            parse_sql_params(bad)
+    # Refused: a write, a query without a database, a database without a query.
+    assert main(["ask", ASK, "--kb", str(kb), *sql[:4], "--sql-query", "DROP TABLE machines"]) != 0
+    assert main(["ask", ASK, "--kb", str(kb), "--sql-query", SV0432]) != 0
+    assert main(["ask", ASK, "--kb", str(kb), *sql[:4]]) != 0
+    err = capsys.readouterr().err
+    assert "only SELECT" in err and "needs --sql URL" in err and "need --sql-query" in err
+    assert _sqlite_state(sqlite_db) == before

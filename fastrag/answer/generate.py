@@ -114,18 +114,17 @@ class ExtractiveGenerator:
     def _candidates(terms: tuple[set[str], set[str]], hit: Hit) -> list[tuple[float, str]]:
         """``(coverage, text)`` of a hit's whole sentences and of its table rows' answering cells.
 
-        The headings a structure chunk opens with are not part of its first
-        sentence, but their terms count toward every sentence's coverage (they
-        name what the sentences below them are about). A sentence cut by the hit's window is left out: the first one of a
-        hit that starts inside its document when it starts with a lower-case
-        letter, and the last one when it has no end punctuation, ends in a
-        letter or digit and follows whole sentences (it was cut inside a
-        word or a sentence). A table row is scored as a whole and answers
-        with its cells whose header carries a question term and whose value
-        does not merely repeat the question (the value of ``Fix: ...`` alone
-        for "What is the fix for SV0432?" when one cell answers, ``Header:
-        value`` pairs when several do), or the whole row when no cell does; when the
-        question names numbers or codes, only a row that holds one answers.
+        The headings a structure chunk opens with are not part of its first sentence, but
+        their terms count toward every sentence's coverage (they name what the sentences
+        below them are about). A sentence cut by the hit's window is left out: the first one
+        of a hit that starts inside its document when it starts with a lower-case letter,
+        and the last one when it has no end punctuation, ends in a letter or digit and
+        follows whole sentences (it was cut inside a word or a sentence). A table row is
+        scored as a whole and answers with its cells whose header carries a question term
+        and whose value does not merely repeat the question (the value of ``Fix: ...`` alone
+        for "What is the fix for SV0432?" when one cell answers, ``Header: value`` pairs
+        when several do), or the whole row when no cell does; when the question names
+        numbers or codes, only a row that holds one answers.
         """
         text = hit.text
         units = text_units(text)

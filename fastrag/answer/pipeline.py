@@ -453,6 +453,7 @@ class AnswerPipeline:
         max_concurrency: int | None = None,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
+        rows: Sequence[Sequence[Hit]] | None = None,
     ) -> tuple[list[Answer | None], list[str | None]]:
         """Answer a batch of questions as given: check each, answer each distinct one once.
 
@@ -468,6 +469,10 @@ class AnswerPipeline:
             ``check(question) -> question``, raising ``ConfigError`` on a bad one.
         generator, options, snapshot, max_concurrency, requests_per_minute, tokens_per_minute
             As for :meth:`answer_many`.
+        rows : sequence, optional
+            Per question, context entries put before its retrieved hits (SQL
+            rows, see :mod:`fastrag.answer.rows`); a question asked twice with
+            different rows is answered twice.
 
         Returns
         -------
@@ -476,24 +481,43 @@ class AnswerPipeline:
             it failed) and its error (None when it was answered).
         """
         errors: list[str | None] = [None] * len(questions)
-        unique: dict[str, int] = {}
+        if rows is not None and len(rows) != len(questions):
+            raise ConfigError(f"rows has {len(rows)} entries for {len(questions)} questions")
+        extra = [list(r) for r in rows] if rows is not None else None
+        unique: dict[tuple[str, tuple[tuple[int, str], ...]], int] = {}
+        keys: list[tuple[str, tuple[tuple[int, str], ...]] | None] = [None] * len(questions)
+        first: dict[tuple[str, tuple[tuple[int, str], ...]], int] = {}
         for i, q in enumerate(questions):
             try:
-                unique.setdefault(check(q), len(unique))
+                text = check(q)
             except ConfigError as exc:
                 errors[i] = str(exc)
-        texts = list(unique)
+                continue
+            tag = tuple((h.chunk_id, h.doc_id) for h in extra[i]) if extra is not None else ()
+            keys[i] = (text, tag)
+            unique.setdefault((text, tag), len(unique))
+            first.setdefault((text, tag), i)
+        ordered = list(unique)
+        texts = [text for text, _ in ordered]
         bounds = block_bounds(len(texts), generator, max_concurrency)
-        blocks = (retrieve(texts[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False))
+
+        def block(lo: int, hi: int) -> Sequence[Item]:
+            items = retrieve(texts[lo:hi])
+            if extra is None:
+                return items
+            own = [extra[first[key]] for key in ordered[lo:hi]]
+            return [(q, [*r, *h], x, t) for (q, h, x, t), r in zip(items, own, strict=True)]
+
+        blocks = (block(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False))
         results = self.answer_many(
             blocks, generator=generator, options=options, snapshot=snapshot,
             max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )  # fmt: skip
         answers: list[Answer | None] = [None] * len(questions)
-        for i, q in enumerate(questions):
-            if errors[i] is None:
-                out = results[unique[q]]
+        for i, key in enumerate(keys):
+            if errors[i] is None and key is not None:
+                out = results[unique[key]]
                 if isinstance(out, Answer):
                     answers[i] = out
                 else:

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..types import Hit
 
-__all__ = ["row_hits", "with_rows"]
+__all__ = ["row_hits", "rows_per_question", "with_rows"]
 
 
 def row_hits(rows: Any) -> list[Hit]:
@@ -56,3 +56,22 @@ def with_rows(hits: Sequence[Hit], rows: Any) -> list[Hit]:
     if rows is None:
         return list(hits)
     return [*row_hits(rows), *hits]
+
+
+def rows_per_question(rows: Any, n: int) -> list[list[Hit]] | None:
+    """The context entries of ``answer_batch(questions, rows=...)``, one list per question.
+
+    A list or tuple has one entry per question (``None``, a result, a Hit
+    list or several results, as :func:`row_hits` takes); anything else (one
+    :class:`~fastrag.SqlResult`) is given to every question.
+    """
+    if rows is None:
+        return None
+    if not isinstance(rows, (list, tuple)):
+        return [row_hits(rows)] * n
+    if len(rows) != n:
+        raise ConfigError(
+            f"rows has {len(rows)} entries for {n} questions: give one entry per question "
+            "(None for a question without rows), or one SqlResult for all of them"
+        )
+    return [row_hits(r) if r is not None else [] for r in rows]

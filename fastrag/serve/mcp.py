@@ -7,8 +7,10 @@ Served through the official ``mcp`` SDK.
   (:func:`~fastrag.serve.shared.hit_json`: rank, citation marker, ids, text,
   score, relevance, metadata, title, source);
 - ``answer(question, kb=None, k=5, snapshot=None, multimodal=None,
-  distill=None)``: the cited answer with its hits, citations, confidence,
-  faithfulness and warnings;
+  distill=None, sql=None, sql_params=None, sql_limit=None)``: the cited answer
+  with its hits, citations, confidence, faithfulness and warnings; with
+  ``sql`` (the server's SQL tool, as for ``sql_query``) the rows it returns
+  are cited beside the chunks;
 - ``multimodal`` (captions, OCR text, labels, base64 images) is fused with
   the query as over HTTP (:mod:`~fastrag.serve.multimodal`); ``distill`` is
   ``"extractive"``, or ``"llm"`` with a server started with ``--llm``;
@@ -171,30 +173,36 @@ def build_mcp(
     @server.tool(
         name="answer",
         description="Answer a question from a knowledge base, citing the chunks used as [n]; "
-        "says plainly when the knowledge base does not hold the answer.",
+        "says plainly when the knowledge base does not hold the answer. With `sql` (one "
+        "read-only SELECT, values in `sql_params`, as for sql_query) the answer also cites the "
+        "rows it returns, as sql:<table>#<key>.",
     )
     async def answer(
         question: str, ctx: Context, kb: str | None = None, k: K = DEFAULT_K,
         snapshot: str | None = None, multimodal: MultimodalBody | None = None,
-        distill: Literal["extractive", "llm"] | None = None,
+        distill: Literal["extractive", "llm"] | None = None, sql: str | None = None,
+        sql_params: dict[str, Any] | None = None, sql_limit: int | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         caller, served = served_for(kb, ctx)
         current = served.current
+        if sql is None and (sql_params is not None or sql_limit is not None):
+            raise ToolError("sql_params and sql_limit need sql (the SELECT whose rows to cite)")
+        if sql is not None and sql_tool is None:
+            raise ToolError("this server has no SQL source (start it with --sql URL --sql-tables)")
         try:
             retrieval, options = request_options(
                 {}, principal=caller.principal, threads=threads,
                 answer={} if distill is None else {"distill": distill_option(distill, generator)},
             )  # fmt: skip
-            ans = await anyio.to_thread.run_sync(
-                lambda: current.kb.answer(
-                    fused(question, multimodal),
-                    check(k),
-                    generator=generator,
-                    retrieval=retrieval,
-                    answer=options,
-                    snapshot=snapshot,
+
+            def run() -> Any:
+                rows = sql_tool.query(sql, sql_params, limit=sql_limit) if sql is not None else None
+                return current.kb.answer(
+                    fused(question, multimodal), check(k), generator=generator,
+                    retrieval=retrieval, answer=options, snapshot=snapshot, rows=rows,
                 )  # fmt: skip
-            )
+
+            ans = await anyio.to_thread.run_sync(run)
         except FastragError as exc:
             raise ToolError(str(exc)) from None
         sid = ans.snapshot if snapshot is not None else current.snapshot

@@ -4,6 +4,10 @@
 (captions, OCR text, labels, base64 images: :mod:`~fastrag.serve.multimodal`),
 fused with the question before the one question path.
 
+``/v1/answer`` and ``/v1/answer/batch`` take an ``sql`` field (the body of
+``/v1/sql``): the server runs it with its SQL tool and the answer cites the
+rows (``sql:<table>#<key>``) beside the chunks.
+
 Also ``/v1/kbs``, ``/healthz``, ``/metrics`` and the page at ``/``. Each
 route parses its body (:mod:`~fastrag.serve.schemas`), resolves the
 request's options once (:func:`~fastrag.serve.shared.request_options`),
@@ -189,6 +193,32 @@ async def _answer_events(
             yield sse("answer", {**tag, **answer_json(served, ans.snapshot or snapshot, ans)})
 
 
+def _sql_tool(svc: Service) -> Any:
+    """The server's SQL tool, or a 404 naming the flags that configure one."""
+    if svc.sql_tool is None:
+        raise RequestError(
+            "this server has no SQL source (start it with --sql URL --sql-tables ...)",
+            status=404,
+            type="not_found",
+        )
+    return svc.sql_tool
+
+
+def _run_sql(tool: Any, spec: Any) -> Any:
+    """The rows of one ``sql`` field (a :class:`SqlRequest`, a list of them or None), run."""
+    if spec is None:
+        return None
+    if isinstance(spec, list):
+        return [_run_sql(tool, one) for one in spec]
+    return tool.query(spec.sql, spec.params, limit=spec.limit)
+
+
+async def _sql_rows(svc: Service, spec: Any, args: dict[str, Any]) -> None:
+    """Run a request's ``sql`` field with the server's tool; its rows go to the engine call."""
+    if spec is not None:
+        args["rows"] = await svc.call(_run_sql, _sql_tool(svc), spec)
+
+
 @endpoint("answer")
 async def answer(svc: Service, request: Request, caller: Caller) -> Response:
     req = parse(AnswerRequest, await svc.body(request))
@@ -196,6 +226,7 @@ async def answer(svc: Service, request: Request, caller: Caller) -> Response:
     served = svc.served(req.kb, caller)
     args = _calls(svc, req, caller, answers=True)
     question = await _question(svc, req)
+    await _sql_rows(svc, req.sql, args)
     if req.stream:
         events = _answer_events(svc, served, question, k, args, request.state.deadline)
         return stream(guarded(svc, "answer", events))
@@ -212,12 +243,21 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
     questions = check_batch(req.questions, svc.settings.max_batch)
     served = svc.served(req.kb, caller)
     args = _calls(svc, req, caller, answers=True)
+    if isinstance(req.sql, list) and len(req.sql) != len(questions):
+        raise RequestError(
+            f"sql: {len(req.sql)} queries for {len(questions)} questions (give one per "
+            "question, null for none, or one object for all)",
+            type="invalid_value",
+        )
+    await _sql_rows(svc, req.sql, args)
     deadline = request.state.deadline
     if req.stream:
+        each = args.pop("rows", None)
 
         async def events() -> AsyncIterator[bytes]:
             for i, q in enumerate(questions):
-                async for chunk in _answer_events(svc, served, q, k, args, deadline, index=i):
+                own = {**args, "rows": each[i] if isinstance(each, list) else each}
+                async for chunk in _answer_events(svc, served, q, k, own, deadline, index=i):
                     yield chunk
             yield sse("done", {"questions": len(questions)})
 
@@ -241,13 +281,7 @@ async def answer_batch(svc: Service, request: Request, caller: Caller) -> Respon
 
 @endpoint("sql")
 async def sql_query(svc: Service, request: Request, caller: Caller) -> Response:
-    tool = svc.sql_tool
-    if tool is None:
-        raise RequestError(
-            "this server has no SQL source (start it with --sql URL --sql-tables ...)",
-            status=404,
-            type="not_found",
-        )
+    tool = _sql_tool(svc)
     req = parse(SqlRequest, await svc.body(request))
     result = await svc.call(tool.query, req.sql, req.params, limit=req.limit)
     return json_response(result.to_dict())

@@ -113,25 +113,34 @@ class _Answering(_Retrieval):
         }
 
 
-class AnswerRequest(_Answering):
-    """``POST /v1/answer``."""
-
-    question: str = Field(min_length=1)
-    multimodal: MultimodalBody | None = None
-
-
-class AnswerBatchRequest(_Answering):
-    """``POST /v1/answer/batch``."""
-
-    questions: list[str]
-
-
 class SqlRequest(_Body):
-    """``POST /v1/sql``: one read-only SELECT, named parameters (:class:`~fastrag.SqlTool`)."""
+    """``POST /v1/sql``: one read-only SELECT, named parameters (:class:`~fastrag.SqlTool`).
+
+    The same object is the ``sql`` field of ``/v1/answer`` (and of
+    ``/v1/answer/batch``): the server runs it with its SQL tool and the
+    answer cites the rows beside the chunks. Rows are never taken from the
+    request itself: a client's rows could cite the database for text it
+    never held.
+    """
 
     sql: str = Field(min_length=1)
     params: dict[str, str | int | float | bool | None] | None = None
     limit: int | None = Field(default=None, ge=1)
+
+
+class AnswerRequest(_Answering):
+    """``POST /v1/answer``; ``sql``: a query whose rows the answer cites (:class:`SqlRequest`)."""
+
+    question: str = Field(min_length=1)
+    multimodal: MultimodalBody | None = None
+    sql: SqlRequest | None = None
+
+
+class AnswerBatchRequest(_Answering):
+    """``POST /v1/answer/batch``; ``sql``: one query for all questions, or one per question."""
+
+    questions: list[str]
+    sql: SqlRequest | list[SqlRequest | None] | None = None
 
 
 class ChatMessage(BaseModel):
