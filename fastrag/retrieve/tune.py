@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..options import RetrievalConfig
 from ..text.cjk import CJK_CHAR
 from ..text.sentences import split_sentences
-from .options import RetrievalConfig
 
 __all__ = ["GRID", "MARGIN", "FusionChoice", "pseudo_queries", "tune_corpus", "tune_fusion"]
 
@@ -293,8 +293,8 @@ def tune_corpus(
     -------
     FusionChoice
     """
+    from ..options import RetrievalOptions
     from .fusion import fusion_plan
-    from .options import RetrievalOptions
     from .retriever import Retriever
 
     store = corpus.store
