@@ -12,6 +12,10 @@ Scores are never NaN.
 Used by :mod:`.topk` (exact top-k's per-query heaps and their merge),
 :mod:`.bm25` (the keyword search's top ``k``) and :mod:`.fusion` (ranking the
 fused candidates); ``tests/naive`` holds the references they are compared to.
+
+Numba's on-disk cache tracks a kernel's own source file only: after an edit
+here, clear the cache (or touch ``topk.py``, ``bm25.py`` and ``fusion.py``)
+so that their cached kernels are compiled again with the new heap.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ good by :meth:`ChunkStore.compacted`.
 Global row numbers run over the segments in order; they are what the search
 kernels return. ``chunk_id`` is the stable identity of a chunk: assigned in
 increasing order, never reused, unchanged by compaction.
+
+Reading rows as hits (:class:`~.rows.RowReader`) lives in :mod:`.rows`.
 """
 
 from __future__ import annotations
