@@ -167,12 +167,14 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--bm25-n", type=int, default=100000, help="BM25 documents")
     ap.add_argument("--compile", type=int, default=0, help="rounds of cold compile timing")
+    ap.add_argument("--only", default="", help="time only the cases whose name contains this")
     args = ap.parse_args()
     from fastrag._native import bm25, fusion, topk
 
     args.bm25_index = zipf_index(args.bm25_n, 3)
     new = cases({"topk": topk, "bm25": bm25, "fusion": fusion}, args)
     base = cases(load_copy(args.base.resolve()), args)
+    new = {name: fn for name, fn in new.items() if args.only in name}
     times: dict[str, dict[str, list[float]]] = {name: {"base": [], "new": []} for name in new}
     for name in new:  # compile (or load) both, check both agree
         assert same(new[name](), base[name]()), name

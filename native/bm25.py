@@ -789,48 +789,6 @@ def _exhaustive_one(
 
 
 @kernel
-def _complete_and_offer(
-    s, r, ne, order, prefix, pos, p1s, rows, weights, mult, hs, hr, size, k, lim, seeded
-):  # fmt: skip
-    """Complete row ``r`` of :func:`_pruned_one` with its non-essential terms; offer it.
-
-    ``s`` is the row's fixed-point score over the essential terms. The
-    non-essential terms ``order[:ne]`` are added largest bound first, each
-    found by galloping from its cursor ``pos`` (moved forward: rows come in
-    increasing order); the row is dropped as soon as its score plus the
-    bounds left (``prefix``) cannot beat ``lim``. A row that survives is
-    offered to the heap, unless it is a seed already there.
-
-    Returns the heap's new size, the new ``lim`` (recomputed whenever the
-    root changes on a full heap: strict when ``seeded``) and the postings
-    read.
-    """
-    read = 0
-    for ii in range(ne - 1, -1, -1):
-        if size == k and s + prefix[ii] <= lim:
-            return size, lim, read
-        jj = order[ii]
-        pp = pos[jj]
-        ee = p1s[jj]
-        if pp < ee and rows[pp] < r:
-            pp = _gallop(rows, pp, ee, r)
-            pos[jj] = pp
-        if pp < ee and rows[pp] == r:
-            s += weights[pp] * mult[jj]
-            read += 1
-    if seeded and (size < k or s > lim) and heap.contains(hr, size, r):
-        pass  # a seed, offered already
-    elif size < k:
-        size = heap.push(hs, hr, size, _to_score(s), r)
-        if size == k:
-            lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
-    elif s > lim and (not seeded or heap.worse(hs[0], hr[0], _to_score(s), r)):
-        heap.sift_down(hs, hr, size, 0, _to_score(s), r)
-        lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
-    return size, lim, read
-
-
-@kernel
 def _pruned_one(
     term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes, lo, hi,
     n, mask, k, block_size, window, acc, bits, hs, hr, out_rows, out_scores, stats,
@@ -1025,11 +983,33 @@ def _pruned_one(
                         if r >= whi:
                             break
                         if r >= wlo and (not use_mask or mask[r]):
-                            size, lim, got = _complete_and_offer(
-                                np.int64(weights[p]) * mu, r, ne, order, prefix, pos, p1s,
-                                rows, weights, mult, hs, hr, size, k, lim, seeded,
-                            )  # fmt: skip
-                            read += got
+                            s = np.int64(weights[p]) * mu
+                            alive = True
+                            for ii in range(ne - 1, -1, -1):
+                                if size == k and s + prefix[ii] <= lim:
+                                    alive = False
+                                    break
+                                jj = order[ii]
+                                pp = pos[jj]
+                                ee = p1s[jj]
+                                if pp < ee and rows[pp] < r:
+                                    pp = _gallop(rows, pp, ee, r)
+                                    pos[jj] = pp
+                                if pp < ee and rows[pp] == r:
+                                    s += weights[pp] * mult[jj]
+                                    read += 1
+                            if alive:
+                                if seeded and (size < k or s > lim) and heap.contains(hr, size, r):
+                                    pass  # a seed, offered already
+                                elif size < k:
+                                    size = heap.push(hs, hr, size, _to_score(s), r)
+                                    if size == k:
+                                        lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
+                                elif s > lim and (
+                                    not seeded or heap.worse(hs[0], hr[0], _to_score(s), r)
+                                ):
+                                    heap.sift_down(hs, hr, size, 0, _to_score(s), r)
+                                    lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
                         p += 1
                 else:
                     while p < bend:
@@ -1060,11 +1040,30 @@ def _pruned_one(
                 r = wlo + x
                 if s <= 0 or (use_mask and not mask[r]):
                     continue
-                size, lim, got = _complete_and_offer(
-                    s, r, ne, order, prefix, pos, p1s, rows, weights, mult, hs, hr, size, k, lim,
-                    seeded,
-                )  # fmt: skip
-                read += got
+                alive = True
+                for ii in range(ne - 1, -1, -1):
+                    if size == k and s + prefix[ii] <= lim:
+                        alive = False
+                        break
+                    jj = order[ii]
+                    pp = pos[jj]
+                    ee = p1s[jj]
+                    if pp < ee and rows[pp] < r:
+                        pp = _gallop(rows, pp, ee, r)
+                        pos[jj] = pp
+                    if pp < ee and rows[pp] == r:
+                        s += weights[pp] * mult[jj]
+                        read += 1
+                if alive:
+                    if seeded and (size < k or s > lim) and heap.contains(hr, size, r):
+                        pass  # a seed, offered already
+                    elif size < k:
+                        size = heap.push(hs, hr, size, _to_score(s), r)
+                        if size == k:
+                            lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
+                    elif s > lim and (not seeded or heap.worse(hs[0], hr[0], _to_score(s), r)):
+                        heap.sift_down(hs, hr, size, 0, _to_score(s), r)
+                        lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
         wlo = whi
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
