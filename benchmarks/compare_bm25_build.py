@@ -6,8 +6,9 @@ Reuses (or writes) the seeded corpus of ``scale_build_load.py``, builds the
 knowledge base once, then times the two keyword indexes of its store (the
 chunk BM25 and the document BM25, tokenisation included) built the current
 way (``build_postings``) and the serial way they were built before
-(``tests/naive/bm25.py`` ``serial_postings``: per-text sorts, one serial hash
-table over every pair, a serial counting sort), alternating, ``--rounds``
+(``tests/naive/bm25.py`` ``serial_postings`` on the kernels of
+``tests/naive/bm25_serial.py``: per-text sorts, one serial hash table over
+every pair, a serial counting sort), alternating, ``--rounds``
 times each; prints the medians and their ratio, and checks that both give
 the same arrays. ``--whole`` also times the whole ``KnowledgeBase.build``
 (default embedder, both keyword legs) both ways, alternating. Give the load

@@ -61,8 +61,8 @@ from .retrieve.masks import eligible_rows
 from .retrieve.multimodal import MultimodalContext
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
-from .store.chunks import HIT_TABLE, hits_table
 from .store.ingest import BuildProgress
+from .store.rows import HIT_TABLE, hits_table
 from .store.snapshots import (
     MANIFEST,
     SnapshotInfo,

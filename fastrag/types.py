@@ -59,7 +59,7 @@ class Hit:
         document's other metadata fields.
     relevance : float or None
         How well the chunk matches, in ``[0, 1]`` whatever the mode (see
-        :mod:`fastrag.retrieve.options`); used for thresholds and confidence.
+        :mod:`fastrag.options`); used for thresholds and confidence.
     """
 
     chunk_id: int

@@ -39,6 +39,7 @@ import math
 import numpy as np
 from numba import prange
 
+from . import heap
 from ._jit import frozen, kernel, parallel_kernel
 
 __all__ = [
@@ -53,14 +54,11 @@ __all__ = [
     "block_maxima",
     "build_postings",
     "compact_postings",
-    "doc_terms",
     "impacts",
     "merge_indexes",
-    "merge_postings",
     "query_weights",
     "term_maxima",
     "search",
-    "transpose",
     "warmup",
     "warmup_search",
     "weights",
@@ -73,138 +71,6 @@ literals ``67108864.0`` and ``2**-26``."""
 
 
 # -- building ----------------------------------------------------------------
-
-
-@kernel
-def _doc_terms_one(hashes, tok_offsets, i, out_hash, out_tf):
-    """Sorted distinct hashes of text ``i`` and their counts, written from ``tok_offsets[i]``."""
-    lo = tok_offsets[i]
-    hi = tok_offsets[i + 1]
-    if hi <= lo:
-        return 0
-    h = out_hash[lo:hi]  # sorted in place in the text's own slot: no allocation
-    for j in range(hi - lo):
-        h[j] = hashes[lo + j]
-    h.sort()
-    u = 0
-    out_tf[lo] = 1
-    for j in range(1, h.size):
-        if h[j] == h[u]:
-            out_tf[lo + u] += 1
-        else:
-            u += 1
-            h[u] = h[j]
-            out_tf[lo + u] = 1
-    return u + 1
-
-
-@parallel_kernel
-def _doc_terms_pass(hashes, tok_offsets, out_hash, out_tf, counts):
-    """Per text (parallel): distinct sorted hashes and counts, in the text's slot."""
-    for i in prange(tok_offsets.size - 1):
-        counts[i] = _doc_terms_one(hashes, tok_offsets, i, out_hash, out_tf)
-
-
-@parallel_kernel
-def _gather_pass(tok_offsets, tmp_hash, tmp_tf, pair_offsets, pair_hash, pair_tf):
-    """Compact the per-text slots into dense pairs (parallel over texts)."""
-    for i in prange(tok_offsets.size - 1):
-        src = tok_offsets[i]
-        dst = pair_offsets[i]
-        for j in range(pair_offsets[i + 1] - dst):
-            pair_hash[dst + j] = tmp_hash[src + j]
-            pair_tf[dst + j] = tmp_tf[src + j]
-
-
-def doc_terms(
-    hashes: np.ndarray, tok_offsets: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return the distinct terms of every text with their frequencies (doc-major CSR).
-
-    Parameters
-    ----------
-    hashes : uint64[::1]
-        Token hashes of all texts (read-only is fine).
-    tok_offsets : int64[::1]
-        ``n + 1`` offsets into ``hashes``, starting at 0.
-
-    Returns
-    -------
-    pair_hash : uint64[nnz]
-        For every text, its distinct token hashes in increasing order.
-    pair_tf : int32[nnz]
-        How often each occurs in the text.
-    pair_offsets : int64[n + 1]
-        Text ``i`` owns pairs ``pair_offsets[i]:pair_offsets[i + 1]``.
-    """
-    hashes, tok_offsets = frozen(hashes, tok_offsets)
-    n = tok_offsets.size - 1
-    total = int(tok_offsets[-1])
-    tmp_hash = np.empty(total, dtype=np.uint64)
-    tmp_tf = np.empty(total, dtype=np.int32)
-    counts = np.empty(n, dtype=np.int64)
-    _doc_terms_pass(hashes, tok_offsets, tmp_hash, tmp_tf, counts)
-    pair_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=pair_offsets[1:])
-    nnz = int(pair_offsets[-1])
-    if nnz == total:
-        return tmp_hash, tmp_tf, pair_offsets
-    pair_hash = np.empty(nnz, dtype=np.uint64)
-    pair_tf = np.empty(nnz, dtype=np.int32)
-    _gather_pass(tok_offsets, tmp_hash, tmp_tf, pair_offsets, pair_hash, pair_tf)
-    return pair_hash, pair_tf, pair_offsets
-
-
-@kernel
-def _scatter(pair_term, pair_tf, pair_offsets, row0, fill, rows, tfs):
-    """Append the pairs of every text, in text order, to its terms' postings.
-
-    ``fill[t]`` is the next free slot of term ``t`` (updated in place).
-    """
-    for i in range(pair_offsets.size - 1):
-        r = row0 + i
-        for j in range(pair_offsets[i], pair_offsets[i + 1]):
-            t = pair_term[j]
-            slot = fill[t]
-            rows[slot] = r
-            tfs[slot] = pair_tf[j]
-            fill[t] = slot + 1
-
-
-def transpose(
-    pair_term: np.ndarray, pair_tf: np.ndarray, pair_offsets: np.ndarray, n_terms: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Turn doc-major pairs into term-major postings (a counting sort by term).
-
-    Parameters
-    ----------
-    pair_term : int64[nnz]
-        Term id of every pair (``0 <= id < n_terms``).
-    pair_tf : int32[nnz]
-        Frequency of every pair.
-    pair_offsets : int64[n + 1]
-        Text ``i`` owns pairs ``pair_offsets[i]:pair_offsets[i + 1]``.
-    n_terms : int
-        Size of the vocabulary.
-
-    Returns
-    -------
-    term_offsets : int64[n_terms + 1]
-        Postings of term ``t`` are ``term_offsets[t]:term_offsets[t + 1]``.
-    rows : int32[nnz]
-        Row of every posting, increasing within a term.
-    tfs : int32[nnz]
-        Term frequency of every posting.
-    """
-    pair_term, pair_tf, pair_offsets = frozen(pair_term, pair_tf, pair_offsets)
-    df = np.bincount(pair_term, minlength=n_terms)
-    term_offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=term_offsets[1:])
-    rows = np.empty(pair_term.size, dtype=np.int32)
-    tfs = np.empty(pair_term.size, dtype=np.int32)
-    fill = term_offsets[:-1].copy()
-    _scatter(pair_term, pair_tf, pair_offsets, 0, fill, rows, tfs)
-    return term_offsets, rows, tfs
 
 
 @parallel_kernel
@@ -381,55 +247,6 @@ def _copy_old(old_offsets, old_rows, old_tfs, remap, new_offsets, rows, tfs, fil
         fill[remap[t]] = dst + hi - lo
 
 
-def merge_postings(
-    old_offsets: np.ndarray,
-    old_rows: np.ndarray,
-    old_tfs: np.ndarray,
-    remap: np.ndarray,
-    pair_term: np.ndarray,
-    pair_tf: np.ndarray,
-    pair_offsets: np.ndarray,
-    row0: int,
-    n_terms: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Append new rows' pairs to existing postings (new rows come after all old ones).
-
-    Parameters
-    ----------
-    old_offsets, old_rows, old_tfs : arrays
-        The existing postings (read-only is fine).
-    remap : int64[n_old_terms]
-        New term id of every old term (increasing).
-    pair_term, pair_tf, pair_offsets : arrays
-        Doc-major pairs of the new rows, with new term ids.
-    row0 : int
-        Row number of the first new row (the old row count).
-    n_terms : int
-        Size of the merged vocabulary.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        ``term_offsets``, ``rows``, ``tfs`` of the merged postings; each term's
-        rows stay increasing.
-    """
-    old_offsets, old_rows, old_tfs, remap, pair_term, pair_tf, pair_offsets = frozen(
-        old_offsets, old_rows, old_tfs, remap, pair_term, pair_tf, pair_offsets
-    )
-    df = np.bincount(pair_term, minlength=n_terms)
-    df[remap] += np.diff(old_offsets)
-    term_offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=term_offsets[1:])
-    nnz = int(term_offsets[-1])
-    rows = np.empty(nnz, dtype=np.int32)
-    tfs = np.empty(nnz, dtype=np.int32)
-    fill = term_offsets[:-1].copy()
-    if remap.size:
-        _copy_old(old_offsets, old_rows, old_tfs, remap, term_offsets, rows, tfs, fill)
-    _scatter(pair_term, pair_tf, pair_offsets, row0, fill, rows, tfs)
-    return term_offsets, rows, tfs
-
-
 @parallel_kernel
 def _count_kept(term_offsets, rows, keep, counts):
     """``counts[t]`` = postings of term ``t`` whose row is kept (parallel over terms)."""
@@ -497,7 +314,8 @@ def compact_postings(
 # vocabulary, because the partition is the hash's top bits), and a counting
 # sort by term writes its postings into the partition's own range of the
 # output (rows stay increasing within a term). The result is identical to
-# ``doc_terms`` + ``distinct_hashes`` + ``transpose``.
+# ``doc_terms`` + ``distinct_hashes`` + ``transpose`` (the serial build it replaced,
+# kept as the reference in ``tests/naive/bm25_serial.py``).
 
 PARTITION_BITS = 8
 """``2**PARTITION_BITS`` hash partitions of :func:`build_postings`."""
@@ -654,8 +472,8 @@ def build_postings(
     """Return the term-major postings of a token stream (a fresh index), in parallel.
 
     Equal to ``doc_terms``, then ``distinct_hashes`` of the pairs'
-    hashes, then :func:`transpose` (see the comment above
-    :data:`PARTITION_BITS`), with every pass parallel.
+    hashes, then ``transpose`` (``tests/naive/bm25_serial.py``; see the
+    comment above :data:`PARTITION_BITS`), with every pass parallel.
 
     Parameters
     ----------
@@ -737,8 +555,9 @@ def merge_indexes(
     """Merge two term-major postings whose rows do not overlap (the new ones come after).
 
     Every merged term holds its old postings, then its new ones (so rows stay
-    increasing): what :func:`merge_postings` gives for the same rows, from
-    the new rows' :func:`build_postings` instead of their doc-major pairs.
+    increasing): what ``merge_postings`` (``tests/naive/bm25_serial.py``, the
+    serial reference) gives for the same rows, from the new rows'
+    :func:`build_postings` instead of their doc-major pairs.
 
     Parameters
     ----------
@@ -843,86 +662,10 @@ def _find(vocab, h):  # pragma: no cover - inlined
     return -1
 
 
-@kernel(inline="always")
-def _worse(s1, r1, s2, r2):  # pragma: no cover - inlined
-    """Whether ``(s1, r1)`` ranks after ``(s2, r2)``: lower score, or equal and higher row."""
-    if s1 != s2:
-        return s1 < s2
-    return r1 > r2
-
-
-@kernel
-def _sift_down(hs, hr, size, pos):
-    """Restore the heap (worst at the root) below ``pos``."""
-    s = hs[pos]
-    r = hr[pos]
-    while True:
-        child = 2 * pos + 1
-        if child >= size:
-            break
-        right = child + 1
-        if right < size and _worse(hs[right], hr[right], hs[child], hr[child]):
-            child = right
-        if _worse(hs[child], hr[child], s, r):
-            hs[pos] = hs[child]
-            hr[pos] = hr[child]
-            pos = child
-        else:
-            break
-    hs[pos] = s
-    hr[pos] = r
-
-
-@kernel
-def _heap_push(hs, hr, size, s, r):
-    """Add ``(s, r)`` to a heap of ``size`` entries (room is guaranteed); return the new size."""
-    pos = size
-    while pos > 0:
-        parent = (pos - 1) >> 1
-        if _worse(s, r, hs[parent], hr[parent]):
-            hs[pos] = hs[parent]
-            hr[pos] = hr[parent]
-            pos = parent
-        else:
-            break
-    hs[pos] = s
-    hr[pos] = r
-    return size + 1
-
-
-@kernel(inline="always")
-def _in_heap(hr, size, r):  # pragma: no cover - inlined
-    """Whether row ``r`` is among the ``size`` rows of the heap."""
-    for i in range(size):
-        if hr[i] == r:
-            return True
-    return False
-
-
-@kernel
-def _heap_offer(hs, hr, size, k, s, r):
-    """Offer ``(s, r)`` to a heap of at most ``k`` entries; return the new size."""
-    if size < k:
-        return _heap_push(hs, hr, size, s, r)
-    if _worse(hs[0], hr[0], s, r):
-        hs[0] = s
-        hr[0] = r
-        _sift_down(hs, hr, size, 0)
-    return size
-
-
 @kernel
 def _heap_out(hs, hr, size, out_rows, out_scores):
     """Heap-sort the ``size`` entries best first into the outputs, padded with ``(-1, -inf)``."""
-    # the worst goes to the end first, so the array ends up best first
-    for end in range(size - 1, 0, -1):
-        s = hs[end]
-        r = hr[end]
-        hs[end] = hs[0]
-        hr[end] = hr[0]
-        hs[0] = s
-        hr[0] = r
-        _sift_down(hs, hr, end, 0)
+    heap.sort(hs, hr, size)
     for j in range(size):
         out_rows[j] = hr[j]
         out_scores[j] = hs[j]
@@ -1030,7 +773,7 @@ def _exhaustive_one(
             f = _to_score(s)
             if (size == k and f <= hs[0]) or (use_mask and not mask[r]):
                 continue
-            size = _heap_offer(hs, hr, size, k, f, r)
+            size = heap.offer(hs, hr, size, k, f, r)
     else:
         for j in range(nt):
             r = touched[j]
@@ -1039,7 +782,7 @@ def _exhaustive_one(
             f = _to_score(s)
             if (size == k and f < hs[0]) or (use_mask and not mask[r]):
                 continue
-            size = _heap_offer(hs, hr, size, k, f, r)
+            size = heap.offer(hs, hr, size, k, f, r)
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
     stats[1] = read
@@ -1116,8 +859,7 @@ def _pruned_one(
         total += p1 - p0
     use_mask = mask.size > 0
     size = 0
-    theta = np.float32(-np.inf)
-    lim = np.int64(-1)  # _limit(theta) once the heap is full
+    lim = np.int64(-1)  # _limit(theta) once the heap is full (theta: its root's score)
     read = 0
     # Seed the heap with the rows of the rarest term, scored in full: theta is
     # high from the first window. The heap then holds rows beyond the one being
@@ -1142,7 +884,7 @@ def _pruned_one(
             seeded = True
             for p in range(p0s[jr], p1s[jr]):
                 r = rows[p]
-                if r < 0 or r >= n or (use_mask and not mask[r]) or _in_heap(hr, size, r):
+                if r < 0 or r >= n or (use_mask and not mask[r]) or heap.contains(hr, size, r):
                     continue
                 s = np.int64(0)
                 for j in range(nq):
@@ -1150,10 +892,9 @@ def _pruned_one(
                     if q < p1s[j] and rows[q] == r:
                         s += weights[q] * mult[j]
                         read += 1
-                size = _heap_offer(hs, hr, size, k, _to_score(s), r)
+                size = heap.offer(hs, hr, size, k, _to_score(s), r)
         if size == k:
-            theta = hs[0]
-            lim = _limit_below(theta)
+            lim = _limit_below(hs[0])
     wlo = 0
     while True:
         # move every cursor to its first row >= wlo; the window starts at the lowest
@@ -1258,21 +999,17 @@ def _pruned_one(
                                     s += weights[pp] * mult[jj]
                                     read += 1
                             if alive:
-                                if seeded and (size < k or s > lim) and _in_heap(hr, size, r):
+                                if seeded and (size < k or s > lim) and heap.contains(hr, size, r):
                                     pass  # a seed, offered already
                                 elif size < k:
-                                    size = _heap_push(hs, hr, size, _to_score(s), r)
+                                    size = heap.push(hs, hr, size, _to_score(s), r)
                                     if size == k:
-                                        theta = hs[0]
-                                        lim = _limit_below(theta) if seeded else _limit(theta)
+                                        lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
                                 elif s > lim and (
-                                    not seeded or _worse(hs[0], hr[0], _to_score(s), r)
+                                    not seeded or heap.worse(hs[0], hr[0], _to_score(s), r)
                                 ):
-                                    hs[0] = _to_score(s)
-                                    hr[0] = r
-                                    _sift_down(hs, hr, size, 0)
-                                    theta = hs[0]
-                                    lim = _limit_below(theta) if seeded else _limit(theta)
+                                    heap.sift_down(hs, hr, size, 0, _to_score(s), r)
+                                    lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
                         p += 1
                 else:
                     while p < bend:
@@ -1318,19 +1055,15 @@ def _pruned_one(
                         s += weights[pp] * mult[jj]
                         read += 1
                 if alive:
-                    if seeded and (size < k or s > lim) and _in_heap(hr, size, r):
+                    if seeded and (size < k or s > lim) and heap.contains(hr, size, r):
                         pass  # a seed, offered already
                     elif size < k:
-                        size = _heap_push(hs, hr, size, _to_score(s), r)
+                        size = heap.push(hs, hr, size, _to_score(s), r)
                         if size == k:
-                            theta = hs[0]
-                            lim = _limit_below(theta) if seeded else _limit(theta)
-                    elif s > lim and (not seeded or _worse(hs[0], hr[0], _to_score(s), r)):
-                        hs[0] = _to_score(s)
-                        hr[0] = r
-                        _sift_down(hs, hr, size, 0)
-                        theta = hs[0]
-                        lim = _limit_below(theta) if seeded else _limit(theta)
+                            lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
+                    elif s > lim and (not seeded or heap.worse(hs[0], hr[0], _to_score(s), r)):
+                        heap.sift_down(hs, hr, size, 0, _to_score(s), r)
+                        lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
         wlo = whi
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
@@ -1628,7 +1361,6 @@ def warmup() -> None:
     hashes = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)
     tok_offsets = np.array([0, 3, 3, 6], dtype=np.int64)
     # the engine builds with build_postings and grows with merge_indexes
-    # (doc_terms, transpose and merge_postings are left to callers that ask)
     vocab, term_offsets, rows, tfs = build_postings(hashes, tok_offsets)
     more = build_postings(hashes, tok_offsets, 3)
     merge_indexes(vocab, term_offsets, rows, tfs, *more)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import heap
 from ._jit import kernel, parallel_kernel
 
 __all__ = [
@@ -43,89 +44,6 @@ __all__ = [
     "select_block",
     "warmup",
 ]
-
-
-@kernel
-def _is_worse(s1: float, i1: int, s2: float, i2: int) -> bool:
-    """Return whether candidate ``(s1, i1)`` ranks strictly after ``(s2, i2)``.
-
-    Parameters
-    ----------
-    s1, s2 : float32
-        Scores (finite or ``-inf``; never NaN).
-    i1, i2 : int64
-        Row ids; a negative id marks padding, which ranks after everything.
-
-    Returns
-    -------
-    bool
-        True when the first candidate is worse: it is padding while the
-        second is not, or it has a lower score, or an equal score and a
-        higher id.
-    """
-    if i1 < 0:
-        return i2 >= 0
-    if i2 < 0:
-        return False
-    if s1 != s2:
-        return s1 < s2
-    return i1 > i2
-
-
-@kernel
-def _replace_root(hs: np.ndarray, hi: np.ndarray, size: int, s: float, i: int) -> None:
-    """Replace the root (worst entry) of a bounded heap and restore heap order.
-
-    Parameters
-    ----------
-    hs : numpy.ndarray
-        float32, shape ``(>= size,)``, writable: heap scores.
-    hi : numpy.ndarray
-        int64, shape ``(>= size,)``, writable: heap ids.
-    size : int
-        Number of slots in the heap.
-    s : float32
-        Score of the new entry.
-    i : int64
-        Id of the new entry.
-    """
-    pos = 0
-    while True:
-        child = 2 * pos + 1
-        if child >= size:
-            break
-        right = child + 1
-        if right < size and _is_worse(hs[right], hi[right], hs[child], hi[child]):
-            child = right
-        if _is_worse(hs[child], hi[child], s, i):
-            hs[pos] = hs[child]
-            hi[pos] = hi[child]
-            pos = child
-        else:
-            break
-    hs[pos] = s
-    hi[pos] = i
-
-
-@kernel
-def _sort_heap(hs: np.ndarray, hi: np.ndarray, size: int) -> None:
-    """Sort a bounded heap in place, best first (heap sort, ``O(k log k)``).
-
-    Parameters
-    ----------
-    hs : numpy.ndarray
-        float32, shape ``(>= size,)``, writable: heap scores.
-    hi : numpy.ndarray
-        int64, shape ``(>= size,)``, writable: heap ids.
-    size : int
-        Number of slots in the heap.
-    """
-    for end in range(size - 1, 0, -1):
-        s = hs[end]
-        i = hi[end]
-        hs[end] = hs[0]
-        hi[end] = hi[0]
-        _replace_root(hs, hi, end, s, i)
 
 
 @parallel_kernel
@@ -159,7 +77,7 @@ def finalize_heaps(heap_ids: np.ndarray, heap_scores: np.ndarray) -> None:
     """
     m, k = heap_ids.shape
     for q in numba.prange(m):
-        _sort_heap(heap_scores[q], heap_ids[q], k)
+        heap.sort(heap_scores[q], heap_ids[q], k)
 
 
 @kernel
@@ -221,7 +139,7 @@ def select_block(
                 s = row[t]
                 if s > thr[t]:
                     q = q0 + t
-                    _replace_root(heap_scores[q], heap_ids[q], k, s, offset + j)
+                    heap.sift_down(heap_scores[q], heap_ids[q], k, 0, s, offset + j)
                     thr[t] = heap_scores[q, 0]
 
 
@@ -266,7 +184,7 @@ def _push(
     if s > out_scores[q, base]:
         if has_mask and not mask[i]:
             return
-        _replace_root(out_scores[q, base:], out_ids[q, base:], k, s, i)
+        heap.sift_down(out_scores[q, base:], out_ids[q, base:], k, 0, s, i)
 
 
 @kernel
@@ -616,9 +534,9 @@ def merge_topk(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray,
             if i < 0:
                 continue
             s = scores[q, t]
-            if kk > 0 and _is_worse(hs[0], hi[0], s, i):
-                _replace_root(hs, hi, kk, s, i)
-        _sort_heap(hs, hi, kk)
+            if kk > 0 and heap.worse(hs[0], hi[0], s, i):
+                heap.sift_down(hs, hi, kk, 0, s, i)
+        heap.sort(hs, hi, kk)
     return out_ids, out_scores
 
 

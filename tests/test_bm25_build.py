@@ -16,6 +16,7 @@ from fastrag._native import bm25 as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive import bm25 as naive
+from naive import bm25_serial
 
 from fastrag._threads import threads
 from fastrag.index.keyword import BM25Index
@@ -161,4 +162,14 @@ def test_merge_indexes_equals_one_build(old, new, top):
     both = np.concatenate([h_old, h_new])
     offsets = np.concatenate([o_old, o_new[1:] + o_old[-1]])
     for g, r in zip(got, naive.serial_postings(both, offsets), strict=True):
+        assert g.dtype == r.dtype and np.array_equal(g, r)
+    # and the serial merge it replaced: the new rows' doc-major pairs appended term by term
+    vocab = got[0]
+    pair_hash, pair_tf, pair_offsets = bm25_serial.doc_terms(h_new, o_new)
+    remap = np.searchsorted(vocab, a[0]).astype(np.int64)
+    pair_term = np.searchsorted(vocab, pair_hash).astype(np.int64)
+    ref = bm25_serial.merge_postings(
+        a[1], a[2], a[3], remap, pair_term, pair_tf, pair_offsets, len(old), vocab.size
+    )
+    for g, r in zip(got[1:], ref, strict=True):
         assert g.dtype == r.dtype and np.array_equal(g, r)

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastrag import Hit, Hits, KnowledgeBase
-from fastrag.store.chunks import metadata_of
+from fastrag.store.rows import metadata_of
 
 WORDS = ["alpha", "beta", "gamma", "delta", "注意", "冷却液", "épée", "omega"]
 

@@ -325,14 +325,7 @@ def _private(name: str) -> bool:
 PUBLIC_PRIVATE_NAMES = {"_native"} | BASE
 """Underscored names that are public: the kernels' installed package and the base modules."""
 
-KNOWN_REACH_INS: set[tuple[str, str]] = {
-    # native/'s njit configuration module: readonly()/frozen() mark arrays read-only the way
-    # the warm-up compiles them. The fix is re-exporting them from fastrag._native (native/
-    # and retriever.py belong to other branches).
-    ("fastrag.embed.static", "fastrag._native._jit"),
-    ("fastrag.embed.vocabulary", "fastrag._native._jit"),
-    ("fastrag.retrieve.retriever", "fastrag._native._jit"),
-}
+KNOWN_REACH_INS: set[tuple[str, str]] = set()
 """(module, what it imports) tolerated for now, each as :func:`_reach_ins` names them."""
 
 

@@ -66,6 +66,52 @@ def test_the_defaults_are_the_field_defaults_of_the_two_classes():
     assert A is AnswerOptions and R is RetrievalOptions
 
 
+SHIMS = {"fastrag.retrieve.options", "fastrag.answer.options"}
+
+
+def _shim_imports(source: str, module: str) -> list[int]:
+    """Lines where ``module`` (inside fastrag) imports one of the re-export shims."""
+    import ast
+
+    package = module.rsplit(".", 1)[0]
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - max(node.level - 1, 0)]
+            tail = [node.module] if node.module else []
+            target = ".".join(base + tail) if node.level else node.module or ""
+            names = [target] + [f"{target}.{a.name}" for a in node.names]
+        else:
+            continue
+        if SHIMS & set(names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_inside_fastrag_imports_the_option_shims():
+    from pathlib import Path
+
+    root = Path(fastrag.__file__).resolve().parent
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if module in SHIMS:
+            continue
+        if path.name == "__init__.py":
+            module += ".__init__"  # its relative imports start from the package itself
+        bad += [f"{path}:{n}" for n in _shim_imports(path.read_text(), module)]
+    assert not bad, "import fastrag.options instead: " + ", ".join(bad)
+    # the checker sees all three spellings
+    assert _shim_imports("from .options import RetrievalOptions", "fastrag.retrieve.x") == [1]
+    assert _shim_imports("from ..answer import options", "fastrag.serve.x") == [1]
+    assert _shim_imports("from . import options", "fastrag.answer.__init__") == [1]
+    assert _shim_imports("import fastrag.answer.options", "fastrag.kb") == [1]
+    assert _shim_imports("from ..options import AnswerOptions", "fastrag.answer.x") == []
+
+
 def test_every_way_in_resolves_an_empty_call_to_the_default_objects():
     defaults = (RETRIEVAL_DEFAULTS, ANSWER_DEFAULTS)
     # the library's parser (KnowledgeBase.retrieve / answer / *_batch / answer_stream)

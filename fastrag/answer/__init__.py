@@ -1,11 +1,11 @@
 """The answer layer: the stages after retrieval (see :mod:`.pipeline`), one per module."""
 
+from ..options import AnswerOptions
 from .audit import verify_answer
 from .chat import OpenAIChatGenerator
 from .conflicts import LLMConflictCheck
 from .fallback import FallbackChain, Level
 from .generate import ExtractiveGenerator, Generator
-from .options import AnswerOptions
 from .pipeline import AnswerEvent, AnswerPipeline
 from .verify import LLMJudge
 

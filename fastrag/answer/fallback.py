@@ -36,9 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ConfigError, StageTimeoutError
-from ..retrieve.options import RetrievalOptions
+from ..options import AnswerOptions, RetrievalOptions
 from ..types import Answer
-from .options import AnswerOptions
 from .prompt import build_user_message, not_found_message
 from .stages import call_with_timeout
 

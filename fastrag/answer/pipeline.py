@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..models.concurrency import STREAM_BLOCK, generate_stream, streams
+from ..options import AnswerOptions
 from ..text.cjk import is_chinese
 from ..text.pii import Redactor
 from ..text.sentences import split_cited
@@ -49,7 +50,6 @@ from .conflicts import Conflict, detect_conflicts
 from .context import Context, assemble_context
 from .distill import Distilled, as_distiller, distilled_blocks, run_distiller
 from .generate import ExtractiveGenerator, as_generator
-from .options import AnswerOptions
 from .prompt import build_user_message, not_found_message
 from .stages import StageTimer
 from .structured import answer_json, check_schema_support

@@ -51,8 +51,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
+from .._native import readonly
 from .._native import static as _kernels
-from .._native._jit import readonly
 from .._threads import threads as _threads
 from ..errors import (
     ConfigError,

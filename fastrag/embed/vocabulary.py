@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
 from .._native import embedding as _kernels
-from .._native._jit import readonly
+from .._native import readonly
 from .._threads import resolve_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, NotFittedError

@@ -1,7 +1,7 @@
 """The retrieval layer: questions to ranked rows and hits (see :mod:`.retriever`)."""
 
+from ..options import RetrievalConfig, RetrievalOptions
 from .filters import Principal
-from .options import RetrievalConfig, RetrievalOptions
 from .rerank import LLMReranker
 from .retriever import Ranked, Retriever
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery

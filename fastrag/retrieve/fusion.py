@@ -9,7 +9,7 @@ Two methods (``RetrievalConfig.fusion``):
   far apart the candidates' scores are, which ranks throw away, and is what
   a strong dense leg needs.
 
-Unset fields of :class:`~fastrag.retrieve.options.RetrievalConfig` (``None``)
+Unset fields of :class:`~fastrag.options.RetrievalConfig` (``None``)
 take the defaults of :data:`DEFAULTS` for the embedder's kind (the ``kind``
 its class declares, :func:`~fastrag.embed.base.embedder_kind`), measured on
 one half of the SciFact and CMRC 2018 queries and reported on the other half

@@ -20,7 +20,7 @@ hit, whatever runs beside it.
 4. **fusion** -- weighted reciprocal rank fusion (a Numba kernel), or one
    leg alone; ``group_by="doc"`` keeps each document's best chunk.
 5. **relevance** -- in ``[0, 1]`` whatever the mode (see
-   :mod:`fastrag.retrieve.options`).
+   :mod:`fastrag.options`).
 6. **hits and rerank** -- rows become :class:`~fastrag.Hit` objects read
    straight from the Arrow buffers; an optional reranker reorders them (an
    LLM reranker sees redacted text) and can never add one.
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .._native import fusion as _fusion_kernels
-from .._native._jit import readonly
+from .._native import readonly
 from .._native.bm25 import PARALLEL_MIN_QUERIES as _SERIAL_QUERIES
 from .._threads import threads as _threads
 from ..corpus import Corpus
@@ -48,13 +48,13 @@ from ..embed.base import query_vectors
 from ..errors import ConfigError
 from ..index.masked_bm25 import search_masked
 from ..index.stores.base import StoreIndex
+from ..options import RetrievalConfig, RetrievalOptions, check_mode
 from ..text.pii import Redactor
 from ..text.route import classify_question
 from ..types import Hit, Hits
 from .filters import pushdown
 from .fusion import FusionPlan, fusion_plan
 from .masks import eligible_rows
-from .options import RetrievalConfig, RetrievalOptions, check_mode
 from .rerank import apply_reranker
 from .rewrite import LLMRewriter, QueryRewriter, RewrittenQuery, chat_callable
 
@@ -442,7 +442,7 @@ class Retriever:
             group_lists = np.zeros((0, m, 1), dtype=np.int64)
             group_weights = np.zeros(0, dtype=np.float64)
         needs_groups = doc_rows is not None or group_by is not None
-        # read-only either way, so the kernels have one signature (see _native._jit.readonly)
+        # read-only either way, so the kernels have one signature (see fastrag._native.readonly)
         groups = readonly(np.ascontiguousarray(store.row_docs() if needs_groups else _NO_GROUPS))
         with _threads(threads, work=stacked.size * 64):
             if plan.method == "convex" and mode == "hybrid":

@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..options import RetrievalConfig
 from ..text.cjk import CJK_CHAR
 from ..text.sentences import split_sentences
-from .options import RetrievalConfig
 
 __all__ = [
     "MARGIN", "VECTOR_STEPS", "FusionChoice", "Legs", "candidates", "collect_legs", "fuse_docs",
@@ -253,7 +253,7 @@ def collect_legs(
     The rewrite is ``retriever``'s (as hybrid retrieval does it); no filter.
     """
     from ..embed.base import query_vectors
-    from .options import RetrievalOptions
+    from ..options import RetrievalOptions
 
     store = corpus.store
     width = max(1, min(width, store.n_rows))

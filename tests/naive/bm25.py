@@ -117,10 +117,12 @@ def serial_postings(
 
     Per-text sorted pairs (``doc_terms``), one serial hash table over every
     pair for the vocabulary (``distinct_hashes``) and a serial counting sort
-    by term (``transpose``): what ``BM25Index`` ran until issue 21.
+    by term (``transpose``): what ``BM25Index`` ran until issue 21
+    (:mod:`.bm25_serial`).
     """
-    from fastrag._native import bm25 as kernels
     from fastrag._native.tokenize import distinct_hashes
+
+    from . import bm25_serial as kernels
 
     pair_hash, pair_tf, pair_offsets = kernels.doc_terms(hashes, tok_offsets)
     vocab, pair_term = distinct_hashes(pair_hash)
