@@ -8,15 +8,46 @@ timed; compile time has its own benchmarks in ``bench_compile.py``.
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
+import pyarrow as pa
 from fastrag.datasets.synthetic import mixed_texts, random_unit_vectors
+
+TEXT_SIZES = (3_000, 680_272, 1_400_000, 2_000_000, 6_802_721, 20_000_000)
+"""Every ``texts(total_chars)`` the :class:`Compiled` classes use (seed 0): written once per run."""
+
+
+def _texts_file(total_chars: int, seed: int) -> str:
+    return os.path.abspath(f"texts-{total_chars}-{seed}.arrow")
 
 
 @functools.lru_cache(maxsize=8)
 def texts(total_chars: int, seed: int = 0) -> tuple[str, ...]:
-    """Mixed English/Chinese documents of about ``total_chars`` characters."""
+    """Mixed English/Chinese documents of about ``total_chars`` characters.
+
+    Read from the file :meth:`Compiled.setup_cache` wrote into the working
+    directory (asv runs a class's benchmarks in its ``setup_cache``
+    directory) when it is there: generating 20 M characters takes about
+    20 CPU-seconds, which every benchmark process would pay again. The
+    file holds exactly what ``mixed_texts`` generates.
+    """
+    path = _texts_file(total_chars, seed)
+    if os.path.exists(path):
+        with pa.memory_map(path) as source:
+            return tuple(pa.ipc.open_file(source).read_all().column(0).to_pylist())
     return tuple(mixed_texts(total_chars, seed=seed))
+
+
+def write_texts(total_chars: int, seed: int = 0) -> str:
+    """Write ``mixed_texts(total_chars, seed)`` where :func:`texts` reads it; return the path."""
+    path = _texts_file(total_chars, seed)
+    table = pa.table({"text": pa.array(mixed_texts(total_chars, seed=seed), pa.large_string())})
+    tmp = path + ".tmp"
+    with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    os.replace(tmp, path)
+    return path
 
 
 @functools.lru_cache(maxsize=8)
@@ -57,13 +88,17 @@ class Compiled:
     code in ``setup`` (a cold compile never lands in ``setup``, let alone in
     a timed or peakmem region; peakmem counts the whole process, so
     compiling in ``setup`` would also add LLVM's memory to the figure).
-    Returning None passes nothing to the benchmarks.
+    It also writes the :data:`TEXT_SIZES` corpora of :func:`texts` into its
+    directory, so the benchmark processes read them instead of generating
+    them. Returning None passes nothing to the benchmarks.
     """
 
     timeout = 180.0  # setup generates data and loads kernels: slow on a loaded machine
 
     def setup_cache(self) -> None:
         compile_kernels()
+        for chars in TEXT_SIZES:
+            write_texts(chars)
 
     setup_cache.timeout = COLD_COMPILE_TIMEOUT  # type: ignore[attr-defined]
 
@@ -131,8 +166,6 @@ class UserKB(Compiled):
 
     def setup_cache(self) -> dict:  # type: ignore[override]
         """``{"path": the saved knowledge base, "questions": 256 user_questions of it}``."""
-        import os
-
         compile_kernels()
         path = build_user_kb(os.path.abspath("user-kb"), self.N_DOCS)
         return {
