@@ -13,7 +13,9 @@ import importlib.util
 import shutil
 import sqlite3
 
+import httpx
 import numpy as np
+import orjson
 import pytest
 
 from fastrag import KnowledgeBase
@@ -307,6 +309,94 @@ def test_cli_index_and_serve_load_a_store(tmp_path, capsys):
     served = _open(tmp_path / "kb")  # what fastrag serve does with a knowledge base
     assert served.kb.index == "faiss"
     assert served.kb.retrieve(" ".join(WORDS[:4]), 3, mode="vector")[0].doc_id.startswith("extra")
+
+
+def _source_folder(tmp_path, n: int = 6):
+    src = tmp_path / "docs"
+    src.mkdir()
+    for d in _docs(n):
+        (src / f"{d['id']}.txt").write_text(d["text"], encoding="utf-8")
+    return src
+
+
+def _cli_query(main, capsys, kb_dir, question: str) -> list[int]:
+    capsys.readouterr()
+    assert main(["query", str(kb_dir), question, "-k", "4", "--json"]) == 0
+    return [h["chunk_id"] for h in orjson.loads(capsys.readouterr().out.splitlines()[0])["hits"]]
+
+
+def test_cli_index_query_serve_and_load_on_each_store(engine, tmp_path, capsys):
+    """fastrag index --index <store>, fastrag query, the server and KnowledgeBase.load agree.
+
+    Each against the same folder indexed with --index exact: the same hits.
+    """
+    from serve_harness import ThreadServer
+
+    from fastrag.cli import main
+    from fastrag.serve import ServeSettings
+
+    src = _source_folder(tmp_path)
+    kb_dir, ref_dir = tmp_path / "kb", tmp_path / "ref"
+    spec = _spec(engine, tmp_path)
+    assert main(["index", str(src), "--kb", str(kb_dir), "--index", spec]) == 0
+    assert main(["index", str(src), "--kb", str(ref_dir), "--index", "exact"]) == 0
+    manifest = orjson.loads((kb_dir / "manifest.json").read_bytes())
+    assert manifest["index"]["type"] == engine
+    assert manifest["index"]["store"]["engine"] == engine
+    question = " ".join(WORDS[:4])
+    want = _cli_query(main, capsys, ref_dir, question)
+    assert len(want) == 4
+    assert _cli_query(main, capsys, kb_dir, question) == want
+    loaded = KnowledgeBase.load(kb_dir)
+    assert loaded.index == engine and loaded.stats()["store"]["vectors"] == len(loaded)
+    assert [h.chunk_id for h in loaded.retrieve(question, 4)] == want
+    with ThreadServer(ServeSettings(kbs=(("kb", str(kb_dir)),), reload_interval=0)) as server:
+        r = httpx.post(f"{server.url}/v1/retrieve", json={"question": question, "k": 4}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert [h["chunk_id"] for h in r.json()["hits"]] == want
+        doc = r.json()["hits"][-1]["doc_id"]
+        r = httpx.post(
+            f"{server.url}/v1/retrieve",
+            json={"question": question, "k": 4, "mode": "vector", "where": {"doc_id": doc}},
+            timeout=60,
+        )
+        assert r.status_code == 200 and {h["doc_id"] for h in r.json()["hits"]} == {doc}
+    loaded.close()
+
+
+@pytest.mark.parametrize("name", ["qdrant"])
+def test_fastrag_serve_process_reattaches_to_a_local_store(name, tmp_path):
+    """fastrag serve in its own process opens the store the manifest names (local mode locks it).
+
+    Qdrant's local directory is held by one process at a time: the index run
+    releases it when it exits, the server takes it, this process after the
+    server. (Milvus Lite is served in process by the test above; its server
+    start is too slow for a second process in the test budget.)
+    """
+    import subprocess
+    import sys
+
+    from serve_harness import ProcessServer
+
+    if importlib.util.find_spec(ENGINES[name]) is None:
+        pytest.skip(f"{ENGINES[name]} is not installed")
+    src = _source_folder(tmp_path)
+    kb_dir = tmp_path / "kb"
+    run = subprocess.run(
+        [sys.executable, "-m", "fastrag", "index", str(src), "--kb", str(kb_dir),
+         "--index", _spec(name, tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    question = " ".join(WORDS[:4])
+    with ProcessServer(["--kb", f"kb={kb_dir}"], tmp_path / "serve.log") as server:
+        r = httpx.post(f"{server.url}/v1/retrieve", json={"question": question, "k": 4}, timeout=60)
+        assert r.status_code == 200, r.text
+        hits = r.json()["hits"]
+    assert len(hits) == 4
+    kb = KnowledgeBase.load(kb_dir)  # the server is gone: this process reattaches in turn
+    assert [h.chunk_id for h in kb.retrieve(question, 4)] == [h["chunk_id"] for h in hits]
+    kb.close()
 
 
 def _lance_indexed_rows(kb) -> int:
