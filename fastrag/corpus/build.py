@@ -357,11 +357,18 @@ def compact(corpus: Corpus, hnsw: HnswConfig, *, threads: int | None = None) -> 
 
     The keyword indexes are renumbered to match, and the HNSW graph is
     rebuilt when :data:`~fastrag.index.graph.COMPACT_GRAPH_SHARE` of it is
-    deleted. Chunk ids do not change.
+    deleted. Chunk ids do not change. An external store is compacted even
+    when no chunk is deleted (LanceDB folds the rows added since its ANN
+    index was built into it, and builds one once adds took the table past
+    ``ann_rows``): the corpus is then returned as it was, the store changed
+    in place.
     """
     old = corpus.store
     dead = old.n_dead
     if dead == 0:
+        if corpus.external is not None:
+            with store_errors(corpus.external, "compact"):
+                corpus.external.compact(old.chunk_ids())
         return corpus, 0
     keep = old.alive_mask()
     assert keep is not None
