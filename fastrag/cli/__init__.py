@@ -66,7 +66,7 @@ DEMO_QUESTIONS = (
 
 def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
     """``fastrag index`` into an existing knowledge base: add, replace, delete what changed."""
-    from .store.loaders import resolve_sources
+    from ..store.loaders import resolve_sources
 
     t0 = time.perf_counter()
     kb = KnowledgeBase.load(args.kb)
@@ -213,7 +213,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         "tokens_per_minute": args.tpm,
     }
     if args.engine == "ray":
-        from .batch.distributed import answer_file_ray
+        from ..batch.distributed import answer_file_ray
 
         retrieval, answer = cli_options(args, threads=None)  # Ray: threads per actor, its own
         summary = answer_file_ray(
@@ -278,7 +278,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``fastrag eval``: score retrieval on a BEIR-layout folder."""
-    from .batch.evaluation import evaluate_beir
+    from ..batch.evaluation import evaluate_beir
 
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     print(
@@ -400,7 +400,7 @@ _SERVE_FLAGS = (
 
 
 def _serve_settings(args: argparse.Namespace) -> Any:
-    from .serve.settings import parse_kb_args, parse_sql_tables
+    from ..serve.settings import parse_kb_args, parse_sql_tables
 
     given = {name: getattr(args, name) for name in _SERVE_FLAGS if hasattr(args, name)}
     return ServeSettings(
@@ -426,7 +426,7 @@ def _port(text: str) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """``fastrag serve``: serve knowledge bases over HTTP."""
     try:
-        from .serve.run import serve
+        from ..serve.run import serve
     except ModuleNotFoundError as exc:
         print(f"fastrag: error: {exc.name} is missing: pip install \"fastrag-engine[serve]\"",
               file=sys.stderr)  # fmt: skip
@@ -441,8 +441,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     """``fastrag mcp``: serve the MCP tools and knowledge-base resources over stdio."""
     try:
-        from .serve.mcp import run_stdio, sql_tool_of
-        from .serve.registry import Registry
+        from ..serve.mcp import run_stdio, sql_tool_of
+        from ..serve.registry import Registry
     except ModuleNotFoundError as exc:
         print(f"fastrag: error: {exc.name} is missing: pip install \"fastrag-engine[serve]\"",
               file=sys.stderr)  # fmt: skip

@@ -20,7 +20,7 @@ from ..store.loaders import LoadLimits
 def _embedder(args: argparse.Namespace) -> Any:
     """The embedder that ``--embedder`` and its options describe."""
     if args.embedder == "openai":
-        from .embed.openai import OpenAIEmbedder
+        from ..embed.openai import OpenAIEmbedder
 
         input_type = tuple(args.input_type.split(",", 1)) if args.input_type else None
         return OpenAIEmbedder(
@@ -28,8 +28,8 @@ def _embedder(args: argparse.Namespace) -> Any:
             input_type=input_type,  # type: ignore[arg-type]
         )  # fmt: skip
     if args.embedder == "static":
-        from .embed.distill import DistillOptions
-        from .embed.static import StaticEmbedder
+        from ..embed.distill import DistillOptions
+        from ..embed.static import StaticEmbedder
 
         if args.static:
             teacher = _teacher(args) if args.teacher else None
@@ -55,7 +55,7 @@ def _close_clients(embedder: Any) -> None:
 
 
 def _teacher(args: argparse.Namespace) -> Any:
-    from .embed.teachers import teacher_from_spec
+    from ..embed.teachers import teacher_from_spec
 
     input_type = tuple(args.input_type.split(",", 1)) if args.input_type else None
     return teacher_from_spec(
@@ -191,8 +191,8 @@ def _ask_rows(args: argparse.Namespace) -> Any:
         return None
     if args.sql is None:
         raise ConfigError("--sql-query needs --sql URL (the database) and --sql-tables")
-    from .serve.settings import parse_sql_tables
-    from .store.sql_tool import SqlTool
+    from ..serve.settings import parse_sql_tables
+    from ..store.sql_tool import SqlTool
 
     tool = SqlTool(args.sql, parse_sql_tables(args.sql_tables or []))
     try:
