@@ -95,7 +95,10 @@ def test_a_teacher_with_a_short_queue_is_not_overrun():
         pacer, vectors = _run(WORDS * 4, teacher)
         teacher.close()
     assert vectors.shape[0] == len(WORDS) * 4
-    assert pacer.concurrency <= 2 and pacer.stats.busy <= 3
+    # Not overrun: the teacher refused at most a few calls, and none failed. (The calls in
+    # flight at the end are not asserted: whether a third one "pays" depends on timings,
+    # which a busy machine moves; a third call that finds the queue full is a 503, counted.)
+    assert pacer.stats.busy <= 3 and pacer.stats.errors == 0 and pacer.stats.timeouts == 0
 
 
 def test_fixed_settings_are_kept_and_batches_grow_when_they_pay():
