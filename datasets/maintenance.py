@@ -121,16 +121,26 @@ def generate(
                 f"报警 {code}（{model}）：{part_zh}{sym_zh}，读数 {qty}。处理：{rep_zh}。"
             )
             docs.append({"id": doc_id, "text": text})
-            questions += [
-                (code, doc_id, "code"),
-                (f"{model} {code}", doc_id, "code"),
-                (f"{part} {qty}", doc_id, "numeric"),
-                (f"why does the {part} {sym_alt} and how do I {rep_alt}", doc_id, "natural"),
-                (f"{part_zh}{sym_zh}怎么{rep_zh}", doc_id, "natural"),
-                (f"what should a technician do when the {part} shows alarm {code}", doc_id,
-                 "mixed"),
-            ]  # fmt: skip
+            questions += _questions(
+                doc_id, code, model, part, qty, sym_alt, rep_alt, (part_zh, sym_zh, rep_zh)
+            )
     return docs, questions
+
+
+def _questions(
+    doc_id: str, code: str, model: str, part: str, qty: str, sym_alt: str, rep_alt: str,
+    zh: tuple[str, str, str],
+) -> list[tuple[str, str, str]]:  # fmt: skip
+    """The six questions on one fault document: two code, one numeric, two natural, one mixed."""
+    part_zh, sym_zh, rep_zh = zh
+    return [
+        (code, doc_id, "code"),
+        (f"{model} {code}", doc_id, "code"),
+        (f"{part} {qty}", doc_id, "numeric"),
+        (f"why does the {part} {sym_alt} and how do I {rep_alt}", doc_id, "natural"),
+        (f"{part_zh}{sym_zh}怎么{rep_zh}", doc_id, "natural"),
+        (f"what should a technician do when the {part} shows alarm {code}", doc_id, "mixed"),
+    ]
 
 
 def _generate_hard(n_machines: int, seed: int) -> tuple[list[dict], list[tuple]]:
@@ -184,15 +194,9 @@ def _generate_hard(n_machines: int, seed: int) -> tuple[list[dict], list[tuple]]
                 f"若再次报警，检查 {also}。"
             )
             docs.append({"id": doc_id, "text": text})
-            questions += [
-                (code, doc_id, "code"),
-                (f"{model} {code}", doc_id, "code"),
-                (f"{part} {qty}", doc_id, "numeric"),
-                (f"why does the {part} {sym_alt} and how do I {rep_alt}", doc_id, "natural"),
-                (f"{part_zh}{sym_zh}怎么{rep_zh}", doc_id, "natural"),
-                (f"what should a technician do when the {part} shows alarm {code}", doc_id,
-                 "mixed"),
-            ]  # fmt: skip
+            questions += _questions(
+                doc_id, code, model, part, qty, sym_alt, rep_alt, (part_zh, sym_zh, rep_zh)
+            )
         lines = "; ".join(f"{c} {p} {s} at {q}" for c, p, _, q, s, _, _, _ in mine)
         docs.append({"id": f"{model}-alarm-list", "text": f"Alarm list of {model}: {lines}."})
     return docs, questions

@@ -566,22 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     _add_multimodal(p)
-    p.add_argument(
-        "--sql", default=None, metavar="URL",
-        help="a database whose rows --sql-query selects; the answer cites them beside the chunks",
-    )  # fmt: skip
-    p.add_argument(
-        "--sql-tables", action="append", default=None, metavar="TABLE=COL,COL",
-        help="a table and the columns the query may read (repeat for more; needed with --sql)",
-    )  # fmt: skip
-    p.add_argument(
-        "--sql-query", default=None, metavar="SELECT",
-        help="one read-only SELECT (values as :name parameters, never in the text)",
-    )  # fmt: skip
-    p.add_argument(
-        "--sql-param", action="append", default=None, metavar="NAME=TEXT",
-        help="a bound parameter: NAME=TEXT (text as given) or NAME:=JSON (a number, bool, null)",
-    )  # fmt: skip
+    _add_sql(p, query=True)
     p.set_defaults(func=cmd_ask)
 
     p = add("batch", "answer a file of questions (.txt .jsonl .csv .parquet) into .jsonl/.parquet")

@@ -201,14 +201,27 @@ def _ask_rows(args: argparse.Namespace) -> Any:
         tool.close()
 
 
-def _add_sql(p: argparse.ArgumentParser) -> None:
+def _add_sql(p: argparse.ArgumentParser, *, query: bool = False) -> None:
+    """The SQL source flags; with ``query`` also the SELECT and parameters (``fastrag ask``)."""
     p.add_argument(
         "--sql", default=None, metavar="URL",
-        help="a database served as the read-only SQL tool (POST /v1/sql, MCP sql_query)",
+        help="a database whose rows --sql-query selects; the answer cites them beside the chunks"
+        if query
+        else "a database served as the read-only SQL tool (POST /v1/sql, MCP sql_query)",
     )  # fmt: skip
     p.add_argument(
         "--sql-tables", action="append", default=None, metavar="TABLE=COL,COL",
         help="a table and the columns the SQL tool may read (repeat for more; needed with --sql)",
+    )  # fmt: skip
+    if not query:
+        return
+    p.add_argument(
+        "--sql-query", default=None, metavar="SELECT",
+        help="one read-only SELECT (values as :name parameters, never in the text)",
+    )  # fmt: skip
+    p.add_argument(
+        "--sql-param", action="append", default=None, metavar="NAME=TEXT",
+        help="a bound parameter: NAME=TEXT (text as given) or NAME:=JSON (a number, bool, null)",
     )  # fmt: skip
 
 

@@ -585,11 +585,7 @@ class BM25Index:
             ``rows`` (int64) and ``scores`` (float32), as :meth:`search`.
         """
         hashes, offsets = self._query_hashes(queries)
-        if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
-            resolve_threads(threads)
-            return self._search(hashes, offsets, k, mask, 1, method)[:2]
-        with _threads(threads) as n_threads:
-            return self._search(hashes, offsets, k, mask, n_threads, method)[:2]
+        return self._search_threads(hashes, offsets, k, mask, threads, method)
 
     def search_weighted(
         self,
@@ -615,13 +611,19 @@ class BM25Index:
         hashes, offsets = tokens.hashes, tokens.offsets
         state = self._state
         weights = _kernels.query_weights(state.vocab, state.idf, hashes, offsets)
+        rows, scores = self._search_threads(hashes, offsets, k, mask, threads, "auto")
+        return rows, scores, weights
+
+    def _search_threads(
+        self, hashes: np.ndarray, offsets: np.ndarray, k: int, mask: np.ndarray | None,
+        threads: int | None, method: str,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """:meth:`_search`'s rows and scores: serially for a few queries (no thread switch)."""
         if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
             resolve_threads(threads)
-            rows, scores = self._search(hashes, offsets, k, mask, 1, "auto")[:2]
-        else:
-            with _threads(threads) as n_threads:
-                rows, scores = self._search(hashes, offsets, k, mask, n_threads, "auto")[:2]
-        return rows, scores, weights
+            return self._search(hashes, offsets, k, mask, 1, method)[:2]  # type: ignore[return-value]
+        with _threads(threads) as n_threads:
+            return self._search(hashes, offsets, k, mask, n_threads, method)[:2]  # type: ignore[return-value]
 
     def postings_read(
         self,

@@ -415,16 +415,7 @@ class Tokenizer:
         Tokens
             The token hashes of every text.
         """
-        spans = self._stemmer is not None
-        classes, fold = self._tables.classes, self._tables.fold
-        hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
-            data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=spans
-        )
-        if spans:
-            hashes = self._stem_words(data, hashes, starts, ends, kinds)
-        hashes.flags.writeable = False
-        tok_offsets.flags.writeable = False
-        return Tokens(hashes, tok_offsets)
+        return self._run(data, offsets, spans=self._stemmer is not None)[0]
 
     def tokenize_starts(self, data: np.ndarray, offsets: np.ndarray) -> tuple[Tokens, np.ndarray]:
         """:meth:`tokenize_buffers`, with the start byte in ``data`` of every token.
@@ -441,13 +432,21 @@ class Tokenizer:
         tuple
             The tokens, and an int64 array of their start bytes.
         """
+        return self._run(data, offsets, spans=True)
+
+    def _run(
+        self, data: np.ndarray, offsets: np.ndarray, *, spans: bool
+    ) -> tuple[Tokens, np.ndarray]:
+        """The tokenize kernel, then stemming; the tokens and (with ``spans``) their start bytes.
+
+        Spans are what stemming reads, so a stemming tokenizer asks for them either way.
+        """
         classes, fold = self._tables.classes, self._tables.fold
         hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
-            data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=True
+            data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=spans
         )
         if self._stemmer is not None:
             hashes = self._stem_words(data, hashes, starts, ends, kinds)
-        del ends, kinds
         hashes.flags.writeable = False
         tok_offsets.flags.writeable = False
         return Tokens(hashes, tok_offsets), starts
