@@ -155,6 +155,11 @@ def test_figure_caption_is_bound_to_its_image_sha256_and_cited(tmp_path):
     assert cited[0].metadata["image_sha256"] == figure["image_sha256"]
     # The caption is where the hit stands, as a table row's caption or heading is its section.
     assert cited[0].metadata["section"] == "Figure 1: The blocked coolant line behind the pump."
+    # ... and a filter on the section finds the figure and nothing else.
+    caption = {"section": "Figure 1: The blocked coolant line behind the pump."}
+    assert [h.doc_id for h in kb.retrieve("coolant line", k=5, where=caption)] == [
+        "manual.pdf#page=1&figure=1"
+    ]
 
 
 def test_bind_figures_prefers_the_caption_below_and_keeps_uncaptioned_text():

@@ -242,6 +242,33 @@ def test_structure_chunking_is_saved_and_sections_filter(tmp_path):
     assert kb.retrieve("zeta", k=1)[0].metadata["section"] == "Zeta"  # add() uses the saved mode
 
 
+def test_a_documents_own_section_fills_the_chunks_without_a_heading_path():
+    docs = [
+        {"id": "fig", "text": "coolant line diagram", "section": "Figure 2: Coolant"},
+        {"id": "plain", "text": "coolant pump notes"},
+        {"id": "md", "text": "# Pump\n\ncoolant pump heading", "format": "markdown",
+         "section": "ignored under a heading"},
+        {"id": "odd", "text": "coolant odd", "section": 7},  # not a string: metadata only
+    ]  # fmt: skip
+    for chunking in ("windows", "auto"):
+        kb = fastrag.KnowledgeBase.build(docs, chunking=chunking)
+        by_doc = {h.doc_id: h for h in kb.retrieve("coolant", k=10, mode="keyword")}
+        assert set(by_doc) == {"fig", "plain", "md", "odd"}
+        got = kb.retrieve("coolant", k=10, where={"section": "Figure 2: Coolant"})
+        assert [h.doc_id for h in got] == ["fig"]
+        assert by_doc["fig"].metadata["section"] == "Figure 2: Coolant"
+        assert "section" not in by_doc["plain"].metadata
+        assert by_doc["odd"].metadata["section"] == 7
+        # Windows have no heading path, so the document's section holds; under "auto" the
+        # markdown chunk's heading path is its section and the document's field does not win.
+        own = kb.retrieve("coolant", k=10, where={"section": "ignored under a heading"})
+        heading = kb.retrieve("coolant", k=10, where={"section": "Pump"})
+        if chunking == "windows":
+            assert [h.doc_id for h in own] == ["md"] and heading == []
+        else:
+            assert own == [] and [h.doc_id for h in heading] == ["md"]
+
+
 # -- the command line ------------------------------------------------------------------
 
 

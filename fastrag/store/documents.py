@@ -41,6 +41,9 @@ class DocBatch:
     metadata: list[str | None] = field(default_factory=list)
     structured: list[bool] = field(default_factory=list)
     """Whether each document's ``format`` asks ``chunking="auto"`` for structure."""
+    sections: list[str | None] = field(default_factory=list)
+    """Each document's own ``section`` (a string field of its metadata), else ``None``:
+    the section of its chunks that have no heading path of their own."""
     first_index: int = 0
     text_chars: int = 0
 
@@ -149,9 +152,9 @@ def _split(doc: Any, index: int | None) -> tuple[str, str, Mapping[str, Any]]:
 
 _Record = tuple[
     str, str, "str | None", "str | None", "_dt.datetime | None", "list[str] | None", "str | None",
-    bool,
+    bool, "str | None",
 ]  # fmt: skip
-"""id, text, title, source, updated_at, acl, metadata JSON, structured (a plain tuple)."""
+"""id, text, title, source, updated_at, acl, metadata JSON, structured, section (a plain tuple)."""
 
 
 def _record(doc: Any, index: int | None) -> _Record:
@@ -175,6 +178,7 @@ def _record(doc: Any, index: int | None) -> _Record:
         _acl(meta.get("acl"), where),
         encoded,
         is_structured(meta.get("format")),
+        section if isinstance(section := meta.get("section"), str) and section else None,
     )
 
 
@@ -231,7 +235,9 @@ def iter_batches(
     seen: set[str] = set()
     batch = DocBatch(first_index=start_index)
     for index, doc in enumerate(docs, start_index):
-        doc_id, text, title, source, updated_at, acl, metadata, structured = _record(doc, index)
+        doc_id, text, title, source, updated_at, acl, metadata, structured, section = _record(
+            doc, index
+        )
         if doc_id in seen:
             raise DuplicateDocumentError(
                 f"document id {doc_id!r} appears twice (again at position {index})"
@@ -245,6 +251,7 @@ def iter_batches(
         batch.acl.append(acl)
         batch.metadata.append(metadata)
         batch.structured.append(structured)
+        batch.sections.append(section)
         batch.text_chars += len(text)
         if batch.text_chars >= batch_chars:
             yield batch

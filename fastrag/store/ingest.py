@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._native.structure import join_chunks
 from ..text.chunking import Chunker, Chunks
@@ -192,6 +193,10 @@ def assemble(
     def docs_field(name: str) -> list[Any]:
         return [v for p in pending for v in getattr(p.docs, name)]
 
+    doc_sections = docs_field("sections")
+    if any(s is not None for s in doc_sections):
+        section = _doc_sections(section, doc_sections, chunk_doc)
+
     return build_batch(
         dim=vectors.shape[1],
         first_chunk_id=first_chunk_id,
@@ -240,3 +245,18 @@ def keyword_texts(
     starts = batch.column("start").to_numpy(zero_copy_only=False)
     ends = batch.column("end").to_numpy(zero_copy_only=False)
     return (data, offsets), join_chunks(data, offsets, starts, ends, doc_starts)
+
+
+def _doc_sections(
+    section: pa.DictionaryArray | None, doc_sections: list[str | None], chunk_doc: np.ndarray
+) -> pa.DictionaryArray:
+    """Chunk sections with each document's own ``section`` where a chunk has no heading path.
+
+    A document that names its section in its metadata (an OCR figure names
+    its caption, a user their own field) is then filtered by it like a
+    heading: ``where={"section": ...}`` reads this column.
+    """
+    per_chunk = pa.array(doc_sections, pa.string()).take(pa.array(chunk_doc))
+    if section is not None:
+        per_chunk = pc.coalesce(section.cast(pa.string()), per_chunk)
+    return per_chunk.dictionary_encode()

@@ -37,9 +37,9 @@ the image's stream as embedded in the PDF: for a JPEG, the bytes of the
 JPEG file), ``image_bbox`` (``[x0, top, x1, bottom]`` in points),
 ``caption``, and ``section``: the caption (as a table row's section is its
 table's caption or heading), so a hit on the figure shows it as where it
-stands (``hit.metadata["section"]``, ``fastrag ask``'s citations; it is
-document metadata, so ``where={"section": ...}``, which reads the chunks'
-heading-path column, does not match it yet). A
+stands (``hit.metadata["section"]``, ``fastrag ask``'s citations), and
+``where={"section": ...}`` finds it (a document's own ``section`` is the
+section of its chunks that have no heading path). A
 question on the caption therefore retrieves, and an answer cites, a hit
 that names the figure's image.
 """
