@@ -1,6 +1,7 @@
 """What answer() costs over retrieve() on the demo knowledge base, interleaved in one process.
 
     python benchmarks/ab_answer_overhead.py --rounds 3000
+    python benchmarks/ab_answer_overhead.py --synthetic 1500     # answer_batch, 19k chunks
     python benchmarks/ab_answer_overhead.py --dump before.json   # answers, for --check
     python benchmarks/ab_answer_overhead.py --check before.json  # same answers as then?
 
@@ -14,6 +15,11 @@ time) and answer()'s extra cost. Then the same for ``answer_batch`` against
 ``retrieve_batch`` over ``--batch`` distinct questions (the demo questions
 and prefixes of the demo chunks), ``--batch-rounds`` interleaved pairs,
 per question.
+
+``--synthetic DOCS`` instead builds ``mixed_documents(DOCS)`` (exact
+index, ``VocabularyEmbedder(max_features=384)``) and times, in process CPU
+seconds, ``retrieve_batch`` then ``answer_batch`` on 2,000 new questions
+(chunk prefixes), then both again on the same questions, twice.
 
 ``--dump FILE`` writes every field of the answers (timings aside) for the
 demo questions, for a knowledge base of README.md's sections (questions:
@@ -172,6 +178,39 @@ def med(values: list[float], scale: float = 1e3) -> float:
     return statistics.median(values) * scale
 
 
+def synthetic(n_docs: int) -> None:
+    """answer_batch against retrieve_batch (process CPU) on new, then repeated, contexts."""
+    import numpy as np
+    from fastrag.datasets.synthetic import mixed_documents
+
+    from fastrag import VocabularyEmbedder
+
+    kb = KnowledgeBase.build(
+        mixed_documents(n_docs, seed=5), embedder=VocabularyEmbedder(max_features=384)
+    )
+    rng = np.random.default_rng(1)
+    texts = kb._corpus.store.rows(rng.integers(0, len(kb), 4000), ["text"]).column("text")
+    qs = [s[: 20 + int(rng.integers(0, 40))] for s in texts.to_pylist()]
+    kb.answer_batch(qs[:64])
+    kb.retrieve_batch(qs[:64])
+
+    def cpu(fn: Any) -> float:
+        t = time.process_time()
+        fn()
+        return time.process_time() - t
+
+    print(f"load average {os.getloadavg()[0]:.2f}; {len(kb):,} chunks (exact, hybrid)")
+    for half in (qs[:2000], qs[2000:]):
+        r, a = cpu(lambda h=half: kb.retrieve_batch(h)), cpu(lambda h=half: kb.answer_batch(h))
+        r2, a2 = cpu(lambda h=half: kb.retrieve_batch(h)), cpu(lambda h=half: kb.answer_batch(h))
+        print(
+            f"  2,000 new questions: retrieve_batch {r:.3f} s, answer_batch {a:.3f} s CPU "
+            f"({len(half) / a:,.0f} q/s, +{(a - r) / len(half) * 1e6:,.0f} us/q); the same again: "
+            f"{r2:.3f} / {a2:.3f} s (+{(a2 - r2) / len(half) * 1e6:,.0f} us/q)"
+        )
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3000)
@@ -180,7 +219,16 @@ def main() -> None:
     ap.add_argument("--dump", metavar="FILE")
     ap.add_argument("--check", metavar="FILE")
     ap.add_argument("--profile", metavar="FILE", help="cProfile --rounds answer() calls to FILE")
+    ap.add_argument(
+        "--synthetic",
+        type=int,
+        metavar="DOCS",
+        help="instead: answer_batch on mixed_documents(DOCS)",
+    )
     args = ap.parse_args()
+    if args.synthetic:
+        synthetic(args.synthetic)
+        return
     demo = KnowledgeBase.build(demo_documents())
     if args.dump or args.check:
         got = all_answers(demo)
