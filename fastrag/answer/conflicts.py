@@ -452,6 +452,9 @@ def detect_conflicts(hits: Sequence[Hit], *, top: int | None = 5) -> list[Confli
     chosen = list(hits if top is None else hits[:top])
     if len({h.doc_id for h in chosen}) < 2:
         return []
+    # Nothing to compare unless two documents state a number (most contexts): no quantities read.
+    if len({h.doc_id for h in chosen if _NUMBER.search(h.text)}) < 2:
+        return []
     found = _conflicts(tuple((h.doc_id, h.text) for h in chosen))
     return [
         Conflict(subject, unit, values, (chosen[a], chosen[b]), (a + 1, b + 1))
@@ -480,6 +483,9 @@ def _conflicts(
             continue
         if len({sources[m.hit][0] for m in mentions}) < 2:
             continue
+        stating: dict[tuple[int, float], list[_Mention]] = {}  # (hit, value) -> its mentions
+        for m in mentions:
+            stating.setdefault((m.hit, m.q.value), []).append(m)
         for x, a in enumerate(mentions):
             for b in mentions[x + 1 :]:
                 if (
@@ -492,10 +498,8 @@ def _conflicts(
                 if key in found or not _same_subject(a, b):
                     continue
                 # either side also stating the other's value for this subject is no conflict
-                if any(
-                    (m.hit == a.hit and m.q.value == b.q.value and _same_subject(m, b))
-                    or (m.hit == b.hit and m.q.value == a.q.value and _same_subject(m, a))
-                    for m in mentions
+                if any(_same_subject(m, b) for m in stating.get((a.hit, b.q.value), ())) or any(
+                    _same_subject(m, a) for m in stating.get((b.hit, a.q.value), ())
                 ):
                     continue
                 shared = a.terms & b.terms
