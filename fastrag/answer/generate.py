@@ -157,7 +157,7 @@ _Terms = tuple[frozenset[str], frozenset[str]]
 _Row = tuple[str, _Terms, tuple[tuple[str, frozenset[str], frozenset[str]], ...]]
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=4096)
 def _units(
     text: str, cut_start: bool, section: str | None
 ) -> tuple[tuple[tuple[str, _Terms], ...], tuple[_Row, ...]]:
