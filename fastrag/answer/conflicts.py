@@ -50,7 +50,7 @@ from typing import Any
 import orjson
 
 from ..errors import ConfigError, ModelResponseError
-from ..text.terms import question_terms
+from ..text.terms import text_terms
 from ..types import Hit
 from .stages import call_chat, content_terms, register_cache
 
@@ -396,7 +396,7 @@ def _label(window: str, shared: frozenset[str], limit: int = 3) -> str:
         if len(out) == limit:
             break
         if word.isascii():
-            if question_terms(word)[0] & shared and word.lower() not in out:
+            if text_terms(word)[0] & shared and word.lower() not in out:
                 out.append(word.lower())
             continue
         i = 0
@@ -452,43 +452,68 @@ def detect_conflicts(hits: Sequence[Hit], *, top: int | None = 5) -> list[Confli
     chosen = list(hits if top is None else hits[:top])
     if len({h.doc_id for h in chosen}) < 2:
         return []
+    # Nothing to compare unless two documents state a number (most contexts): no quantities read.
+    if len({h.doc_id for h in chosen if _NUMBER.search(h.text)}) < 2:
+        return []
+    found = _conflicts(tuple((h.doc_id, h.text) for h in chosen))
+    return [
+        Conflict(subject, unit, values, (chosen[a], chosen[b]), (a + 1, b + 1))
+        for a, b, subject, unit, values in found
+    ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _conflicts(
+    sources: tuple[tuple[str, str], ...],
+) -> tuple[tuple[int, int, str, str, tuple[float, float]], ...]:
+    """``(hit, hit, subject, unit, values)`` of the conflicts among ``(doc_id, text)`` sources.
+
+    What :func:`detect_conflicts` finds depends on the hits' documents and
+    texts only; the same context recurs across questions, so it is remembered.
+    """
     by_unit: dict[str, list[_Mention]] = {}
-    for i, hit in enumerate(chosen):
-        for q in _quantities(hit.text):
+    for i, (_, text) in enumerate(sources):
+        for q in _quantities(text):
             by_unit.setdefault(q.unit, []).append(_Mention(i, q))
-    found: dict[tuple[int, int, str, float, float], Conflict] = {}
+    found: dict[
+        tuple[int, int, str, float, float], tuple[int, int, str, str, tuple[float, float]]
+    ] = {}
     for unit, mentions in by_unit.items():
         if len({m.q.value for m in mentions}) < 2:
             continue
-        if len({chosen[m.hit].doc_id for m in mentions}) < 2:
+        if len({sources[m.hit][0] for m in mentions}) < 2:
             continue
+        stating: dict[tuple[int, float], list[_Mention]] = {}  # (hit, value) -> its mentions
+        for m in mentions:
+            stating.setdefault((m.hit, m.q.value), []).append(m)
         for x, a in enumerate(mentions):
             for b in mentions[x + 1 :]:
                 if (
                     b.hit == a.hit
                     or a.q.value == b.q.value
-                    or chosen[a.hit].doc_id == chosen[b.hit].doc_id
+                    or sources[a.hit][0] == sources[b.hit][0]
                 ):
                     continue
                 key = (a.hit, b.hit, unit, a.q.value, b.q.value)
                 if key in found or not _same_subject(a, b):
                     continue
                 # either side also stating the other's value for this subject is no conflict
-                if any(
-                    (m.hit == a.hit and m.q.value == b.q.value and _same_subject(m, b))
-                    or (m.hit == b.hit and m.q.value == a.q.value and _same_subject(m, a))
-                    for m in mentions
+                if any(_same_subject(m, b) for m in stating.get((a.hit, b.q.value), ())) or any(
+                    _same_subject(m, a) for m in stating.get((b.hit, a.q.value), ())
                 ):
                     continue
                 shared = a.terms & b.terms
-                found[key] = Conflict(
-                    subject=_label(a.q.window, shared),
-                    unit=unit,
-                    values=(a.q.value, b.q.value),
-                    hits=(chosen[a.hit], chosen[b.hit]),
-                    markers=(a.hit + 1, b.hit + 1),
+                found[key] = (
+                    a.hit,
+                    b.hit,
+                    _label(a.q.window, shared),
+                    unit,
+                    (a.q.value, b.q.value),
                 )
-    return [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
+    return tuple(found[k] for k in sorted(found, key=lambda k: (k[0], k[1])))
+
+
+register_cache(_conflicts.cache_clear)
 
 
 _CONFLICT_PROMPT = (

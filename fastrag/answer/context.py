@@ -22,12 +22,14 @@ character offsets, which redaction invalidates.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..text.tokens import estimate_tokens
 from ..types import Hit
+from .stages import register_cache
 
 __all__ = [
     "Context",
@@ -165,6 +167,15 @@ def _block(group: list[tuple[int, Hit]], text: str, end: int) -> tuple[int, Hit,
     return best_rank, merged, hits
 
 
+@functools.lru_cache(maxsize=8192)
+def _default_tokens(marker: int, text: str) -> int:
+    """:func:`estimate_tokens` of a passage as the prompt shows it (blocks recur: remembered)."""
+    return estimate_tokens(f"[{marker}] {text}")
+
+
+register_cache(_default_tokens.cache_clear)
+
+
 def assemble_context(
     hits: Sequence[Hit],
     *,
@@ -210,7 +221,11 @@ def assemble_context(
     total = 0
     for hit, members in merge_hits(hits):
         marker = len(blocks) + 1
-        tokens = estimator(f"[{marker}] {hit.text}")
+        tokens = (
+            _default_tokens(marker, hit.text)
+            if estimator is estimate_tokens
+            else estimator(f"[{marker}] {hit.text}")
+        )
         if budget is not None and total + tokens > budget:
             dropped.extend(members)
             continue

@@ -13,6 +13,7 @@ sentence it returns is a verbatim substring of a hit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -23,6 +24,7 @@ from ..text.sentences import text_units
 from ..text.terms import coverage, question_terms, text_terms
 from ..types import Generation, Hit
 from .prompt import build_user_message, not_found_message, parse_citations
+from .stages import register_cache
 
 __all__ = ["ExtractiveGenerator", "Generator", "as_generator"]
 
@@ -126,54 +128,89 @@ class ExtractiveGenerator:
         when several do), or the whole row when no cell does; when the question names
         numbers or codes, only a row that holds one answers.
         """
-        text = hit.text
-        units = text_units(text)
-        out: list[tuple[float, str]] = []
-        rows: dict[int, list[tuple[int, int]]] = {}
-        sentences = [(s, e) for s, e, row in units if row < 0]
-        for s, e, row in units:
-            if row >= 0:
-                rows.setdefault(row, []).append((s, e))
-        lead = _headings_length(text, hit.metadata.get("section"))
-        # The headings a structure chunk opens with name what its sentences are about
-        # (a window keeps them inline, in its first sentence): their terms count for
-        # every sentence below them, which the answer then quotes without them.
-        heading = text_terms(text[:lead]) if lead else None
-        for i, (s, e) in enumerate(sentences):
-            if e <= lead:
-                continue  # only the headings the chunk opens with
-            if s < lead:
-                s = lead  # a sentence after the chunk's opening headings, without them
-            piece = text[s:e]
-            if i == 0 and s == units[0][0] and hit.start > 0 and piece[0].islower():
-                continue  # starts inside a sentence (or a word) the window cut
-            last = i == len(sentences) - 1 and e == units[-1][1] and i > 0
-            if last and piece[-1].isalnum() and piece[-1].isascii():
-                continue  # ends where the window cut it
-            found = text_terms(piece)
-            if heading is not None:
-                found = (found[0] | heading[0], found[1] | heading[1])
-            out.append((coverage(terms, found), piece))
+        section = hit.metadata.get("section")
+        sentences, rows = _units(
+            hit.text, hit.start > 0, section if isinstance(section, str) else None
+        )
+        out = [(coverage(terms, found), piece) for piece, found in sentences]
+        if not rows:
+            return out
         q_terms = terms[0] | terms[1]
         keys = {t for t in terms[0] if any(c.isdigit() for c in t)}
-        for cells in rows.values():
-            whole = text[cells[0][0] : cells[-1][1]]
-            whole_terms = text_terms(whole)
+        for whole, whole_terms, cells in rows:
             if keys and not keys & whole_terms[0]:
                 continue  # a row is a record: it must be the one the question names
             cov = coverage(terms, whole_terms)
-            answering = []
-            for s, e in cells:
-                cell = text[s:e]
-                head, _, value = cell.partition(":")
-                value_terms = text_terms(value)[0] | text_terms(value)[1]
-                if text_terms(head)[0] & q_terms and not value_terms <= q_terms:
-                    answering.append(cell)
+            answering = [
+                cell
+                for cell, head_terms, value_terms in cells
+                if head_terms & q_terms and not value_terms <= q_terms
+            ]
             if len(answering) == 1:  # the one cell that answers: its value
                 out.append((cov, answering[0].partition(":")[2].strip() or answering[0]))
             else:
                 out.append((cov, "; ".join(answering) if answering else whole))
         return out
+
+
+_Terms = tuple[frozenset[str], frozenset[str]]
+_Row = tuple[str, _Terms, tuple[tuple[str, frozenset[str], frozenset[str]], ...]]
+
+
+@functools.lru_cache(maxsize=4096)
+def _units(
+    text: str, cut_start: bool, section: str | None
+) -> tuple[tuple[tuple[str, _Terms], ...], tuple[_Row, ...]]:
+    """What :meth:`ExtractiveGenerator._candidates` reads of a hit, whatever the question.
+
+    ``(sentences, rows)``: each candidate sentence (the cut ones left out)
+    with its terms (and those of the headings the chunk opens with), and
+    each table row as ``(text, terms, cells)``, a cell as ``(text, header
+    terms, value terms)``. A hit's text, whether its window starts inside
+    its document and its section decide them, and context blocks recur
+    across questions, so they are remembered (thread-safe).
+    """
+    units = text_units(text)
+    sentences = [(s, e) for s, e, row in units if row < 0]
+    row_cells: dict[int, list[tuple[int, int]]] = {}
+    for s, e, row in units:
+        if row >= 0:
+            row_cells.setdefault(row, []).append((s, e))
+    lead = _headings_length(text, section)
+    # The headings a structure chunk opens with name what its sentences are about
+    # (a window keeps them inline, in its first sentence): their terms count for
+    # every sentence below them, which the answer then quotes without them.
+    heading = text_terms(text[:lead]) if lead else None
+    out: list[tuple[str, _Terms]] = []
+    for i, (s, e) in enumerate(sentences):
+        if e <= lead:
+            continue  # only the headings the chunk opens with
+        if s < lead:
+            s = lead  # a sentence after the chunk's opening headings, without them
+        piece = text[s:e]
+        if i == 0 and s == units[0][0] and cut_start and piece[0].islower():
+            continue  # starts inside a sentence (or a word) the window cut
+        last = i == len(sentences) - 1 and e == units[-1][1] and i > 0
+        if last and piece[-1].isalnum() and piece[-1].isascii():
+            continue  # ends where the window cut it
+        found = text_terms(piece)
+        if heading is not None:
+            found = (found[0] | heading[0], found[1] | heading[1])
+        out.append((piece, found))
+    rows: list[_Row] = []
+    for cells in row_cells.values():
+        whole = text[cells[0][0] : cells[-1][1]]
+        parts = []
+        for s, e in cells:
+            cell = text[s:e]
+            head, _, value = cell.partition(":")
+            value_terms = text_terms(value)
+            parts.append((cell, text_terms(head)[0], value_terms[0] | value_terms[1]))
+        rows.append((whole, text_terms(whole), tuple(parts)))
+    return tuple(out), tuple(rows)
+
+
+register_cache(_units.cache_clear)
 
 
 def _headings_length(text: str, section: Any) -> int:
@@ -194,10 +231,13 @@ def _headings_length(text: str, section: Any) -> int:
     return end
 
 
+_DEFAULT = ExtractiveGenerator()  # frozen: one instance serves every call
+
+
 def as_generator(generator: Any) -> Callable[[str, Sequence[Hit]], Generation]:
     """A call ``(question, hits) -> Generation`` of ``generator`` (``None``: the extractive one)."""
     if generator is None:
-        return ExtractiveGenerator()
+        return _DEFAULT
     if not callable(generator):
         raise ConfigError(
             "generator must be callable as generator(question, hits), got "

@@ -174,9 +174,14 @@ def prepare(
                 tokens_after=distilled.tokens_after,
                 distiller=distilled.distiller,
             )
-    noted = [
-        _note(b, notes.get(i, [])) if b.text else b for i, b in enumerate(blocks_for_prompt, 1)
-    ]
+    noted = (
+        [
+            _note(b, notes[i]) if i in notes and b.text else b
+            for i, b in enumerate(blocks_for_prompt, 1)
+        ]
+        if notes
+        else list(blocks_for_prompt)
+    )
     prompt = build_user_message(model_question, noted)
     blocks = noted if model_bound else readable
     sources = [b.text for b in blocks_for_prompt]

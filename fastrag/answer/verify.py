@@ -15,6 +15,7 @@ Every function here is cheap (precompiled regexes, no model calls) except
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -343,13 +344,20 @@ class FreshnessWarning:
     message: str
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_datetime(value: str) -> _dt.datetime | None:
+    """An aware datetime from an ISO-8601 string (naive means UTC), remembered."""
+    try:
+        parsed = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=_dt.timezone.utc)
+
+
 def _as_datetime(value: Any) -> _dt.datetime | None:
     """An aware datetime from a datetime, date or ISO-8601 string; naive means UTC."""
     if isinstance(value, str):
-        try:
-            value = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            return None
+        return _parse_datetime(value)
     if isinstance(value, _dt.datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=_dt.timezone.utc)
     if isinstance(value, _dt.date):

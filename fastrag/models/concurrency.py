@@ -109,6 +109,8 @@ class RateLimiter:
 
 
 def _has_async(generator: Any) -> bool:
+    if generator is None:
+        return False  # the default (offline) generator
     return inspect.iscoroutinefunction(getattr(generator, "agenerate", None))
 
 

@@ -10,6 +10,7 @@ question's language for the not-found message and the answer's spacing.
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["CJK_CHAR", "CJK_RANGES", "CJK_RUN", "is_chinese"]
@@ -39,6 +40,7 @@ CJK_RUN = re.compile(f"((?:(?![{_PUNCT}])[{_CLASS}])+)")
 _LATIN = re.compile(r"[A-Za-z]")
 
 
+@functools.lru_cache(maxsize=1024)  # the answer stages ask it of one question several times
 def is_chinese(text: str) -> bool:
     """Whether a text is (mostly) CJK: at least a quarter as many CJK characters as Latin letters.
 

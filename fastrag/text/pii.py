@@ -358,6 +358,9 @@ class Redactor:
         rules.extend(_BUILTIN[t] for t in chosen)
         self._rules: tuple[_Rule, ...] = tuple(rules)
         self.types: tuple[str, ...] = tuple(r[0] for r in rules)
+        # A hit's redaction depends on its text and whether its window is cut at the start
+        # only; context blocks recur across questions, so it is remembered (thread-safe).
+        self._hit_text = functools.lru_cache(maxsize=HIT_CACHE)(self._redact_hit_text)
 
     def __repr__(self) -> str:
         return f"Redactor(types={self.types!r})"
@@ -456,15 +459,25 @@ class Redactor:
         out: list[Hit] = []
         counts: dict[str, int] = {}
         for hit in hits:
-            text, folded, found = self._redact(hit.text, fold(hit.text))
-            text, cut = _cut_edges(text, folded, hit.start > 0)
-            for name, n in (*found.items(), *cut.items()):
-                counts[name] = counts.get(name, 0) + n
-            if found or cut:
+            text, found = self._hit_text(hit.text, hit.start > 0)
+            if found:
+                for name, n in found:
+                    counts[name] = counts.get(name, 0) + n
                 hit = dataclasses.replace(hit, text=text)
             out.append(hit)
         return out, counts
 
+    def _redact_hit_text(
+        self, text: str, cut_start: bool
+    ) -> tuple[str, tuple[tuple[str, int], ...]]:
+        """A hit's redacted text and its ``(type, count)`` pairs, whole values then fragments."""
+        text, folded, found = self._redact(text, fold(text))
+        text, cut = _cut_edges(text, folded, cut_start)
+        return text, (*found.items(), *cut.items())
+
+
+HIT_CACHE = 4096
+"""Hit texts whose redaction each :class:`Redactor` remembers."""
 
 EDGE_DIGITS = 5
 """Digits of a run at a cut window edge from which it is taken for a fragment of an identifier."""

@@ -55,11 +55,14 @@ def question_terms(text: str) -> tuple[set[str], set[str]]:
     terms: set[str] = set()
     chars: set[str] = set()
     text = CHINESE_QUESTION_PHRASES.sub(" ", text.lower())
-    for word in _WORD.findall(text):
-        if word.isascii():  # the common case, without the CJK split
-            if word not in ENGLISH_STOPWORDS and (len(word) > 1 or word.isdigit()):
-                terms.add(stem(word))
-            continue
+    # Each distinct word once (the terms are a set); ASCII words, the common case, by set
+    # operations and without the CJK split.
+    words = set(_WORD.findall(text))
+    plain = {w for w in words if w.isascii()}
+    words -= plain
+    plain -= ENGLISH_STOPWORDS
+    terms.update([stem(w) for w in plain if len(w) > 1 or w.isdigit()])
+    for word in words:
         for part in CJK_RUN.split(word):
             if not part:
                 continue
