@@ -7,7 +7,7 @@ directory of another checkout, e.g. ``git worktree add /tmp/base main``) beside
 the installed ``fastrag._native`` and times the kernels that hold a heap on
 the same inputs, round-robin, ``--rounds`` times: exact top-k
 (``scan_topk`` + ``merge_topk`` at 1 and 16 queries, ``select_block`` +
-``finalize_heaps``), the BM25 search (``maxscore`` and ``exhaustive``, serial,
+``finalize_heaps``), the BM25 search (``maxscore`` and ``exhaustive``, serial, common-word and mixed queries,
 on a seeded Zipf corpus) and both fusions. Prints the median time of each
 and the ratio new / base, after checking that both give identical arrays.
 ``--compile`` also times each module's ``warmup()`` from an empty cache in
@@ -68,7 +68,28 @@ def zipf_index(n: int, seed: int) -> tuple[np.ndarray, ...]:
     q_offsets = np.zeros(65, np.int64)
     np.cumsum(qlen, out=q_offsets[1:])
     q = rng.choice(2000, int(q_offsets[-1])).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    return term_offsets, rows, wts, max_w, block_offsets, block_max, voc, q, q_offsets
+    # mixed: each query one word of rank 2,000-20,000 and 1-5 of the top 200 (one
+    # essential term in most windows once theta is up)
+    mixed: list[int] = []
+    m_offsets = np.zeros(65, np.int64)
+    for j in range(64):
+        mixed.append(int(rng.integers(2000, vocab_size)))
+        mixed.extend(int(w) for w in rng.choice(200, int(rng.integers(1, 6))))
+        m_offsets[j + 1] = len(mixed)
+    mq = np.asarray(mixed, np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return (
+        term_offsets,
+        rows,
+        wts,
+        max_w,
+        block_offsets,
+        block_max,
+        voc,
+        q,
+        q_offsets,
+        mq,
+        m_offsets,
+    )
 
 
 def cases(mods: dict[str, ModuleType], args: argparse.Namespace) -> dict[str, Callable[[], object]]:
@@ -109,6 +130,14 @@ def cases(mods: dict[str, ModuleType], args: argparse.Namespace) -> dict[str, Ca
             )
 
         out[f"bm25 {method} 64 queries"] = search
+
+        def mixed(method: str = method) -> object:
+            return bm25.search(
+                *index[:7], *index[9:11], args.bm25_n, args.k, no_mask, 1, method=method,
+                stats=False,
+            )  # fmt: skip
+
+        out[f"bm25 {method} 64 mixed queries"] = mixed
     lists = np.stack([rng.permutation(400)[:100] for _ in range(3 * 64)]).reshape(3, 64, 100)
     lists = lists.astype(np.int64)
     groups = np.arange(400, dtype=np.int64) // 4

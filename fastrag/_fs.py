@@ -8,16 +8,17 @@ import fcntl
 import hashlib
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from .errors import StoreCorruptedError, StoreError
+from .errors import FastragError, StoreCorruptedError, StoreError
 
 __all__ = [
     "HashingFile",
+    "arrow_errors",
     "arrow_read_errors",
     "check_recorded",
     "atomic_write_bytes",
@@ -182,6 +183,24 @@ READ_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, TypeError)
 
 
 @contextlib.contextmanager
+def arrow_errors(raise_as: Callable[[Exception], Exception]) -> Iterator[None]:
+    """The one mapping of pyarrow's exceptions: :data:`READ_ERRORS` become ``raise_as(exc)``.
+
+    The exception ``raise_as`` returns is raised ``from`` the original; a
+    :class:`~fastrag.errors.FastragError` raised in the block passes through,
+    and so does anything else (a bug is not bad data). :func:`arrow_read_errors`
+    is this for a file; :func:`fastrag.text.utf8.encode_utf8` maps texts pyarrow
+    cannot encode with it.
+    """
+    try:
+        yield
+    except FastragError:
+        raise
+    except READ_ERRORS as exc:
+        raise raise_as(exc) from exc
+
+
+@contextlib.contextmanager
 def arrow_read_errors(path: Path, failed: str, missing: str | None = None) -> Iterator[None]:
     """Report what reading the file ``path`` raises as a :class:`StoreCorruptedError`.
 
@@ -205,16 +224,14 @@ def arrow_read_errors(path: Path, failed: str, missing: str | None = None) -> It
     StoreCorruptedError
         Naming the file.
     """
-    try:
+
+    def mapped(exc: Exception) -> StoreCorruptedError:
+        if isinstance(exc, FileNotFoundError) and missing is not None:
+            return StoreCorruptedError(f"{path}: {missing}")
+        return StoreCorruptedError(f"{path}: {failed}: {exc}")
+
+    with arrow_errors(mapped):
         yield
-    except StoreCorruptedError:
-        raise
-    except FileNotFoundError as exc:
-        if missing is None:
-            raise StoreCorruptedError(f"{path}: {failed}: {exc}") from exc
-        raise StoreCorruptedError(f"{path}: {missing}") from exc
-    except READ_ERRORS as exc:
-        raise StoreCorruptedError(f"{path}: {failed}: {exc}") from exc
 
 
 def check_recorded(path: Path, info: Mapping[str, object], verify: bool) -> None:

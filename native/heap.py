@@ -10,11 +10,13 @@ with ``(-inf, -1)``; the keyword and fusion kernels never hold padding).
 Scores are never NaN.
 
 Used by :mod:`.topk` (exact top-k's per-query heaps and their merge),
-:mod:`.bm25` (the keyword search's top ``k``) and :mod:`.fusion` (ranking the
-fused candidates); ``tests/naive`` holds the references they are compared to.
+:mod:`.bm25` (the keyword search's top ``k``), :mod:`.fusion` (ranking the
+fused candidates) and :mod:`.hnsw` (the beam search's two priority queues, as
+hnswlib's ``std::pair`` max-heaps: see there); ``tests/naive`` holds the
+references they are compared to.
 
 Numba's on-disk cache tracks a kernel's own source file only: after an edit
-here, clear the cache (or touch ``topk.py``, ``bm25.py`` and ``fusion.py``)
+here, clear the cache (or touch ``topk.py``, ``bm25.py``, ``fusion.py`` and ``hnsw.py``)
 so that their cached kernels are compiled again with the new heap.
 """
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from ._jit import kernel
 
-__all__ = ["contains", "heapify", "offer", "push", "sift_down", "sort", "worse"]
+__all__ = ["contains", "heapify", "offer", "pop", "push", "sift_down", "sort", "worse"]
 
 
 @kernel(inline="always")
@@ -109,6 +111,15 @@ def offer(hs: np.ndarray, hr: np.ndarray, size: int, k: int, s: float, r: int) -
         return push(hs, hr, size, s, r)
     if worse(hs[0], hr[0], s, r):
         sift_down(hs, hr, size, 0, s, r)
+    return size
+
+
+@kernel
+def pop(hs: np.ndarray, hr: np.ndarray, size: int) -> int:
+    """Remove the root (the worst entry) of a heap of ``size >= 1`` entries; return the new size."""
+    size -= 1
+    if size > 0:
+        sift_down(hs, hr, size, 0, hs[size], hr[size])
     return size
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from . import heap
 from ._jit import frozen, kernel, parallel_kernel
 
 __all__ = ["HEADER_WORDS", "LAYOUT_ERRORS", "graph_layout", "search", "warmup"]
@@ -164,56 +165,6 @@ def _dist(vecs, at, q):  # pragma: no cover - inlined
     return np.float32(1.0) - s
 
 
-@kernel(inline="always")
-def _before(d1, i1, d2, i2):  # pragma: no cover - inlined
-    """Order of ``std::pair`` (dist, id) pairs: ``(d1, i1) < (d2, i2)``."""
-    if d1 != d2:
-        return d1 < d2
-    return i1 < i2
-
-
-@kernel
-def _max_push(hd, hi, size, d, i):
-    """Push onto a max-heap of ``(dist, id)`` pairs (room is guaranteed); return the size."""
-    pos = size
-    while pos > 0:
-        parent = (pos - 1) >> 1
-        if _before(hd[parent], hi[parent], d, i):
-            hd[pos] = hd[parent]
-            hi[pos] = hi[parent]
-            pos = parent
-        else:
-            break
-    hd[pos] = d
-    hi[pos] = i
-    return size + 1
-
-
-@kernel
-def _max_pop(hd, hi, size):
-    """Remove the top of a max-heap of ``size`` pairs; return the new size."""
-    size -= 1
-    d = hd[size]
-    i = hi[size]
-    pos = 0
-    while True:
-        child = 2 * pos + 1
-        if child >= size:
-            break
-        if child + 1 < size and _before(hd[child], hi[child], hd[child + 1], hi[child + 1]):
-            child += 1
-        if _before(d, i, hd[child], hi[child]):
-            hd[pos] = hd[child]
-            hi[pos] = hi[child]
-            pos = child
-        else:
-            break
-    if size > 0:
-        hd[pos] = d
-        hi[pos] = i
-    return size
-
-
 @kernel
 def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
                 n_deleted, allowed, entry, maxlevel, q, k, ef, visited, cd, ci, td, ti, out_labels,
@@ -221,9 +172,14 @@ def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, l
     """The ``searchKnn`` of hnswlib for one query; return how many results it wrote (``<= k``).
 
     ``visited`` holds one uint16 tag per element and the current tag in its
-    last slot; ``cd``/``ci`` (the candidate queue, a max-heap of ``(-dist,
-    id)``) and ``td``/``ti`` (the results, a max-heap of ``(dist, id)``) are
-    scratch space; the candidate queue is grown when full and returned.
+    last slot; ``cd``/``ci`` (the candidate queue) and ``td``/``ti`` (the
+    results) are scratch space; the candidate queue is grown when full and
+    returned. Both are :mod:`.heap` heaps, whose root is the entry that ranks
+    last (lowest score, then highest row): hnswlib's max-heap of ``(-dist,
+    id)`` pairs is the heap of scores ``dist`` (root: the nearest candidate,
+    the highest id among equals), its max-heap of ``(dist, id)`` the heap of
+    scores ``-dist`` (root: the farthest result), so both pop in hnswlib's
+    order (negating a float32 is exact).
     """
     count = labels.size
     use_allowed = allowed.size > 0
@@ -257,18 +213,18 @@ def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, l
     if bare or (not deleted[ep] and (not use_allowed or allowed[labels[ep]])):
         dist = _dist(vecs, 24 + ep * per_w + data_w, q)
         lower = dist
-        nt = _max_push(td, ti, nt, dist, ep)
-        nc = _max_push(cd, ci, nc, -dist, ep)
+        nt = heap.push(td, ti, nt, -dist, ep)
+        nc = heap.push(cd, ci, nc, dist, ep)
     else:
         lower = np.float32(np.inf)
-        nc = _max_push(cd, ci, nc, -lower, ep)
+        nc = heap.push(cd, ci, nc, lower, ep)
     visited[ep] = tag
     while nc > 0:
-        cdist = -cd[0]
+        cdist = cd[0]
         node = ci[0]
         if cdist > lower and (bare or nt == ef):
             break
-        nc = _max_pop(cd, ci, nc)
+        nc = heap.pop(cd, ci, nc)
         base = 24 + node * per_w
         cnt = words[base] & 0xFFFF
         for j in range(cnt):
@@ -285,20 +241,20 @@ def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, l
                     grown_i[:nc] = ci[:nc]
                     cd = grown_d
                     ci = grown_i
-                nc = _max_push(cd, ci, nc, -dist, c)
+                nc = heap.push(cd, ci, nc, dist, c)
                 if bare or (not deleted[c] and (not use_allowed or allowed[labels[c]])):
-                    nt = _max_push(td, ti, nt, dist, c)
+                    nt = heap.push(td, ti, nt, -dist, c)
                 while nt > ef:
-                    nt = _max_pop(td, ti, nt)
+                    nt = heap.pop(td, ti, nt)
                 if nt > 0:
-                    lower = td[0]
+                    lower = -td[0]
     while nt > k:
-        nt = _max_pop(td, ti, nt)
+        nt = heap.pop(td, ti, nt)
     found = nt
     for j in range(found - 1, -1, -1):
         out_labels[j] = labels[ti[0]]
-        out_dist[j] = td[0]
-        nt = _max_pop(td, ti, nt)
+        out_dist[j] = -td[0]
+        nt = heap.pop(td, ti, nt)
     for j in range(found, out_labels.size):
         out_labels[j] = -1
         out_dist[j] = np.inf

@@ -1,14 +1,15 @@
-"""One mapping of what reading a damaged Arrow file raises (``fastrag._fs.arrow_read_errors``)."""
+"""One mapping of pyarrow's errors (``fastrag._fs.arrow_errors``; ``arrow_read_errors`` for a file)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
-from fastrag._fs import arrow_read_errors
+from fastrag._fs import arrow_errors, arrow_read_errors
 from fastrag.embed.table import StaticTable
-from fastrag.errors import StoreCorruptedError
+from fastrag.errors import DocumentError, StoreCorruptedError
 from fastrag.index.keyword import BM25Index
+from fastrag.text.utf8 import encode_utf8
 
 
 def _open(path):
@@ -65,3 +66,28 @@ def test_the_readers_use_it(tmp_path):
         StaticTable.read(table_path)
     with pytest.raises(StoreCorruptedError, match="bm25.arrow: file is missing"):
         BM25Index.load(bm25_path)
+
+
+def test_texts_pyarrow_cannot_encode_name_the_culprit():
+    texts = ["fine"] * 100
+    with pytest.raises(DocumentError, match=r"^text at index 70 is int, not str$") as info:
+        encode_utf8([*texts[:70], 7, *texts[71:]])
+    assert info.value.__cause__ is not None  # what pyarrow raised
+    with pytest.raises(DocumentError, match=r"^text at index 80 is not valid Unicode"):
+        encode_utf8([*texts[:80], "a \ud800 b", *texts[81:]])
+    data, offsets = encode_utf8(texts)
+    assert bytes(data) == b"fine" * 100 and offsets[-1] == 400
+
+
+def test_the_generic_mapping_passes_its_own_errors_and_bugs_through():
+    own = DocumentError("already ours")
+    with pytest.raises(DocumentError) as info:
+        with arrow_errors(lambda exc: DocumentError(f"mapped: {exc}")):
+            raise own
+    assert info.value is own
+    with pytest.raises(DocumentError, match="^mapped: boom$"):
+        with arrow_errors(lambda exc: DocumentError(f"mapped: {exc}")):
+            raise pa.ArrowInvalid("boom")
+    with pytest.raises(ZeroDivisionError):
+        with arrow_errors(lambda exc: DocumentError(f"mapped: {exc}")):
+            _ = 1 / 0

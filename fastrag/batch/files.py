@@ -30,7 +30,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._fs import fsync_dir
+from .._fs import READ_ERRORS, fsync_dir
 from ..answer.table import ANSWER_BATCH_SCHEMA
 from ..errors import ConfigError, StoreError
 from ..kb import KnowledgeBase
@@ -186,8 +186,8 @@ def _read_stream_prefix(path: Path) -> list[pa.RecordBatch]:
                     batches.append(reader.read_next_batch())
                 except StopIteration:
                     break
-    except (pa.ArrowInvalid, OSError):
-        pass  # a truncated message ends the readable prefix
+    except READ_ERRORS:
+        pass  # a truncated message (or a damaged one) ends the readable prefix
     return [b.cast(BATCH_SCHEMA) if not b.schema.equals(BATCH_SCHEMA) else b for b in batches]
 
 

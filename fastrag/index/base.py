@@ -10,6 +10,10 @@ top-k over the store's vector blocks) and
 :class:`~fastrag.index.graph.GraphIndex` (an hnswlib graph, with exact search
 when asked or when a filter makes exact search the cheaper plan). An
 external vector database plugs in by implementing the same method.
+
+:func:`check_k` is the index layer's one rule for ``k`` (the exact, HNSW and
+keyword indexes use it); :func:`fastrag.options.check_k` adds the engine's
+upper bound above this layer.
 """
 
 from __future__ import annotations
@@ -18,7 +22,16 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["VectorIndex"]
+from ..errors import ConfigError
+
+__all__ = ["VectorIndex", "check_k"]
+
+
+def check_k(k: object) -> int:
+    """``k`` as an int ``>= 1`` (a numpy integer too, a bool never), or a :class:`ConfigError`."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"k must be a positive int, got {k!r}")
+    return int(k)
 
 
 @runtime_checkable

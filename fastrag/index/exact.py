@@ -51,6 +51,7 @@ from .._native import topk as _topk
 from .._threads import max_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError
+from .base import check_k
 
 __all__ = ["BLAS_MIN_BATCH", "ExactIndex", "exact_topk", "merge_topk"]
 
@@ -88,14 +89,6 @@ _controller_lock = threading.Lock()
 _controller: Any = None  # threadpoolctl.ThreadpoolController, False if unavailable
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-        raise ConfigError(f"k must be a positive int, got {k!r}")
-    if k < 1:
-        raise ConfigError(f"k must be >= 1, got {k}")
-    return int(k)
 
 
 def _check_corpus(corpus: object) -> np.ndarray:
@@ -360,7 +353,7 @@ def exact_topk(
     Batches of fewer than :data:`BLAS_MIN_BATCH` queries take the fused scan
     path, larger ones the blocked-sgemm path; see the module docstring.
     """
-    kk = _check_k(k)
+    kk = check_k(k)
     c = _check_corpus(corpus)
     n, d = c.shape
     q = _check_queries(queries, d)
@@ -421,7 +414,7 @@ def merge_topk(
         On a bad ``k``, shapes that differ or are not 2-D, non-integer ids,
         or NaN scores.
     """
-    kk = _check_k(k)
+    kk = check_k(k)
     i = np.asarray(ids)
     s = np.asarray(scores)
     if i.ndim != 2 or s.shape != i.shape:
@@ -494,7 +487,7 @@ class ExactIndex:
         threads: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``k`` (see :meth:`fastrag.index.base.VectorIndex.search`)."""
-        kk = _check_k(k)
+        kk = check_k(k)
         eligible = self.alive if mask is None else _check_mask(mask, self.n_rows)
         q = _check_queries(queries, self.dim)
         m = q.shape[0]

@@ -61,6 +61,7 @@ import numpy as np
 
 from .._fs import fsync_dir, sha256_file
 from ..errors import ConfigError, SearchIndexError
+from .base import check_k
 from .ef_lock import EfLock
 from .hnsw_checks import (
     check_int,
@@ -507,7 +508,7 @@ class HnswIndex:
 
     def plan(self, k: int, m: int = 1, eligible: np.ndarray | None = None) -> Strategy:
         """The strategy :meth:`search` would use (``"exact"``: it would return None)."""
-        k = check_int("k", k, 1)
+        k = check_k(k)
         self._wait()
         if eligible is None:
             return "hnsw"
@@ -588,7 +589,7 @@ class HnswIndex:
             When hnswlib fails.
         """
         if type(k) is not int or k < 1:
-            k = check_int("k", k, 1)
+            k = check_k(k)
         if ef is not None:
             ef = check_int("ef", ef, 1)
             if ef < k:
@@ -851,7 +852,7 @@ def auto_choice(
 
     config = HnswConfig() if config is None else config
     sample = check_int("sample", sample, 1)
-    k = check_int("k", k, 1)
+    k = check_k(k)
     x = check_vectors(vectors, None)
     n = x.shape[0]
     lab = check_labels(labels, n)

@@ -57,6 +57,7 @@ from .._threads import resolve_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError, DocumentError, StoreCorruptedError
 from ..text.tokenize import TextsLike, Tokenizer, Tokens, as_utf8, check_utf8
+from .base import check_k
 
 __all__ = ["BLOCK_SIZE", "BM25_FILE", "BM25Index", "add_with_documents"]
 
@@ -701,8 +702,7 @@ class BM25Index:
         n_threads: int,
         method: str,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ConfigError(f"k must be a positive int, got {k!r}")
+        k = check_k(k)
         if method not in _kernels.METHODS:
             raise ConfigError(f"method must be one of {_kernels.METHODS}, got {method!r}")
         state = self._state

@@ -54,7 +54,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, SqlQueryError
 from ..types import Hit
-from .loaders.sql import _sqlite_path, safe_url
+from .loaders.sql import safe_url, sqlite_path
 
 __all__ = ["SqlCitation", "SqlResult", "SqlTool"]
 
@@ -231,7 +231,7 @@ class SqlTool:
             self.keys[table] = key.lower() if key else ("id" if "id" in columns else None)
         self.url, self.max_rows, self.timeout = url, max_rows, float(timeout)
         self.source = name or safe_url(url)
-        self._sqlite = _sqlite_path(url) if url.lower().startswith("sqlite:") else None
+        self._sqlite = sqlite_path(url) if url.lower().startswith("sqlite:") else None
         if self._sqlite is None and url.lower().startswith("sqlite:"):
             raise ConfigError(f"{self.source}: SqlTool reads SQLite files, not in-memory databases")
         self._engine: Any = None

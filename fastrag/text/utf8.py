@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from .._fs import arrow_errors
 from ..errors import DocumentError
 
 __all__ = ["encode_utf8", "replace_surrogates", "unicode_problem", "utf8_buffers"]
@@ -104,15 +105,18 @@ def encode_utf8(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum([len(p) for p in parts], out=offsets[1:])
         return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
-    try:
+    with arrow_errors(lambda exc: _culprit(texts, exc)):
         array = pa.array(texts, type=pa.large_string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError) as exc:
-        for i, t in enumerate(texts):  # find the culprit for the message
-            if not isinstance(t, str):
-                raise DocumentError(f"text at index {i} is {type(t).__name__}, not str") from exc
-            try:
-                t.encode("utf-8")
-            except UnicodeEncodeError as exc2:
-                raise DocumentError(f"text at index {i} is not valid Unicode: {exc2}") from exc
-        raise DocumentError(f"texts could not be encoded: {exc}") from exc
     return utf8_buffers(array)
+
+
+def _culprit(texts: Sequence[str], exc: Exception) -> DocumentError:
+    """The error naming the first text pyarrow could not encode (``exc`` is what it raised)."""
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            return DocumentError(f"text at index {i} is {type(t).__name__}, not str")
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as exc2:
+            return DocumentError(f"text at index {i} is not valid Unicode: {exc2}")
+    return DocumentError(f"texts could not be encoded: {exc}")

@@ -40,7 +40,7 @@ from ...errors import SourceError, SourceRefusedError
 from ..documents import parse_updated_at
 from ._common import require
 
-__all__ = ["is_database_url", "load_sql", "safe_url"]
+__all__ = ["is_database_url", "load_sql", "safe_url", "sqlite_path"]
 
 _REQUIRED = ("id", "text")
 
@@ -101,7 +101,7 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-def _sqlite_path(url: str) -> str | None:
+def sqlite_path(url: str) -> str | None:
     """The file of a ``sqlite:///path`` URL (``sqlite:////abs/path`` for an absolute one)."""
     if not url.lower().startswith("sqlite:"):
         return None
@@ -223,7 +223,7 @@ def load_sql(
         )
     when = parse_updated_at(since, where="since") if since is not None else None
     body = query.strip().rstrip(";")
-    path = _sqlite_path(url)
+    path = sqlite_path(url)
     if path is not None:
         yield from _sqlite(path, body, where, when, params)
     else:
