@@ -217,6 +217,15 @@ class VectorStore:
         """Secrets to mask in messages (API keys, tokens)."""
         return ()
 
+    def one_process(self) -> str | None:
+        """What holds the store to one process at a time (a local file's lock), or None.
+
+        Qdrant's local mode and Milvus Lite lock their directory or file: a
+        second process cannot open it (``fastrag serve --workers N`` refuses
+        them before its workers start). A server, LanceDB and FAISS: None.
+        """
+        return None
+
     def describe(self) -> dict[str, Any]:
         """The manifest record of this store (never with credentials)."""
         raise NotImplementedError

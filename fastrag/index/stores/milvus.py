@@ -110,6 +110,12 @@ class MilvusStore(LocatedStore):
         self.dialect = _MilvusDialect()
         self.max_ids = 8192  # the expression grows with the list
 
+    def one_process(self) -> str | None:
+        """Milvus Lite locks its file (one process at a time); a server: None."""
+        if self.path is None:
+            return None
+        return f"Milvus Lite locks its file {self.path}"
+
     # -- lifecycle -------------------------------------------------------------
     @property
     def client(self) -> Any:

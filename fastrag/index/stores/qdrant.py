@@ -171,6 +171,12 @@ class QdrantStore(LocatedStore):
         self._client: Any = None
         self._write_lock = threading.Lock()
 
+    def one_process(self) -> str | None:
+        """Local mode locks its directory (one process at a time); a server: None."""
+        if self.path is None:
+            return None
+        return f"Qdrant's local mode locks its directory {self.path}"
+
     # -- lifecycle -------------------------------------------------------------
     @property
     def client(self) -> Any:
