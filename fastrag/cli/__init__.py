@@ -7,6 +7,7 @@ the problem; ``--debug`` adds the traceback), 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import tempfile
@@ -64,12 +65,24 @@ DEMO_QUESTIONS = (
 )
 
 
+def _opened(args: argparse.Namespace, kb: KnowledgeBase) -> KnowledgeBase:
+    """``kb``, closed when the command ends, however it ends (:func:`main`'s exit stack).
+
+    Closing releases what the knowledge base holds open: the embedder's
+    HTTP clients, and a local store's directory (Qdrant's local mode, Milvus
+    Lite lock it: a second ``main()`` in this process, or another process,
+    opens it next).
+    """
+    closing = getattr(args, "closing", None)
+    return closing.enter_context(kb) if closing is not None else kb
+
+
 def _sync_index(args: argparse.Namespace, failures: _Failures) -> int:
     """``fastrag index`` into an existing knowledge base: add, replace, delete what changed."""
     from ..store.loaders import resolve_sources
 
     t0 = time.perf_counter()
-    kb = KnowledgeBase.load(args.kb)
+    kb = _opened(args, KnowledgeBase.load(args.kb))
     stats = kb.stats()
     for name, have in (("window", stats["window"]), ("overlap", stats["overlap"]),
                        ("chunking", stats["chunking"])):  # fmt: skip
@@ -144,16 +157,19 @@ def cmd_index(args: argparse.Namespace) -> int:
         args.paths, query=args.query, since=args.since, report=report,
         allow_private=args.allow_private, limits=_load_limits(args),
     )  # fmt: skip
-    kb = KnowledgeBase.build(
-        docs,
-        window=200 if args.window is None else args.window,
-        overlap=40 if args.overlap is None else args.overlap,
-        chunking=args.chunking or "auto",
-        embedder=embedder,
-        index=args.index or "exact",
-        threads=args.threads,
-        progress=_build_progress(sys.stderr),
-        ontology=getattr(args, "ontology", None),
+    kb = _opened(
+        args,
+        KnowledgeBase.build(
+            docs,
+            window=200 if args.window is None else args.window,
+            overlap=40 if args.overlap is None else args.overlap,
+            chunking=args.chunking or "auto",
+            embedder=embedder,
+            index=args.index or "exact",
+            threads=args.threads,
+            progress=_build_progress(sys.stderr),
+            ontology=getattr(args, "ontology", None),
+        ),
     )
     sid = kb.save(args.kb, overwrite=args.overwrite)
     _close_clients(embedder)
@@ -177,7 +193,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """``fastrag ask``: answer one question, citing the chunks it stands on."""
-    kb = KnowledgeBase.load(args.kb)
+    kb = _opened(args, KnowledgeBase.load(args.kb))
     generator = _generator(args)
     distill: Any = args.distill
     if distill == "llm":
@@ -223,7 +239,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         )  # fmt: skip
     else:
         retrieval, answer = cli_options(args)
-        kb = KnowledgeBase.load(args.kb)
+        kb = _opened(args, KnowledgeBase.load(args.kb))
         summary = answer_file(
             kb, args.questions, args.out, k=args.k, generator=_generator(args),
             batch_size=args.batch_size, resume=args.resume, progress=_batch_progress(sys.stderr),
@@ -243,7 +259,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """``fastrag query``: print the chunks most similar to each question (no answer)."""
-    kb = KnowledgeBase.load(args.kb)
+    kb = _opened(args, KnowledgeBase.load(args.kb))
     retrieval, _ = cli_options(args)
     questions = list(args.question)
     context = _multimodal(args, questions[0])
@@ -266,7 +282,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """``fastrag info``: print a knowledge base's statistics and snapshots as JSON."""
-    kb = KnowledgeBase.load(args.kb)
+    kb = _opened(args, KnowledgeBase.load(args.kb))
     stats = kb.stats()
     stats["snapshots"] = [
         {"id": s.id, "created_at": s.created_at, "chunks": s.chunks, "current": s.current}
@@ -315,7 +331,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``fastrag verify``: recall@k of the knowledge base's index against exact search."""
-    kb = KnowledgeBase.load(args.kb)
+    kb = _opened(args, KnowledgeBase.load(args.kb))
     questions = [
         q.text for q in read_questions(args.questions) if isinstance(q.text, str) and q.text.strip()
     ]
@@ -364,14 +380,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # No warmup(): it would compile every kernel the engine has, and the demo uses a few.
     # On a cold cache a second process compiles the question kernels meanwhile.
     child = start_query_compile()
-    kb = KnowledgeBase.build(demo_documents())
+    kb = _opened(args, KnowledgeBase.build(demo_documents()))
     if child is not None:
         child.wait()  # success or not: whatever it did not cache compiles here
     warm = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="fastrag-demo-") as tmp:
         target = Path(args.kb) if args.kb else Path(tmp) / "kb"
         kb.save(target, overwrite=True)
-        kb = KnowledgeBase.load(target)
+        kb = _opened(args, KnowledgeBase.load(target))
         s = kb.stats()
         where = target if args.kb else "a temporary folder"
         print(
@@ -423,6 +439,39 @@ def _port(text: str) -> int:
     return port
 
 
+def _check_workers(kbs: Sequence[tuple[str, str]], workers: int) -> None:
+    """Refuse ``--workers N`` (N > 1) for a knowledge base whose store one process locks.
+
+    Read from each manifest before any worker starts: every worker would
+    open the store, and all but the first would fail on its lock.
+
+    Raises
+    ------
+    ConfigError
+        A knowledge base keeps its vectors in Qdrant's local mode or Milvus Lite.
+    """
+    if workers <= 1:
+        return
+    from ..index.stores import ENGINES, store_from_record
+    from ..store.snapshots import read_manifest
+
+    for name, path in kbs:
+        try:
+            index = read_manifest(Path(path)).index
+            if index.get("type") not in ENGINES:
+                continue
+            held = store_from_record(dict(index.get("store") or {})).one_process()
+        except FastragError:
+            continue  # not a knowledge base (yet): each worker reports it as it loads
+        if held is not None:
+            raise ConfigError(
+                f"--workers {workers}: knowledge base {name!r} keeps its vectors where one "
+                f"process at a time can open them ({held}); serve it with --workers 1, or "
+                "keep its vectors in a server ('qdrant://host:6333', 'milvus://host:19530') "
+                "that every worker can reach"
+            )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``fastrag serve``: serve knowledge bases over HTTP."""
     try:
@@ -431,8 +480,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"fastrag: error: {exc.name} is missing: pip install \"fastrag-engine[serve]\"",
               file=sys.stderr)  # fmt: skip
         return 1
+    settings = _serve_settings(args)
+    _check_workers(settings.kbs, args.workers)
     serve(
-        _serve_settings(args), port=args.port, workers=args.workers, insecure=args.insecure,
+        settings, port=args.port, workers=args.workers, insecure=args.insecure,
         access_log=args.access_log,
     )  # fmt: skip
     return 0
@@ -763,7 +814,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.debug = getattr(args, "debug", False)
     try:
-        return int(args.func(args))
+        with contextlib.ExitStack() as closing:  # the knowledge bases the command opened
+            args.closing = closing
+            return int(args.func(args))
     except FastragError as exc:
         if args.debug:
             traceback.print_exc()

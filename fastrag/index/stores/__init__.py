@@ -105,10 +105,13 @@ def parse_store(spec: str | VectorStore) -> VectorStore:
     collection = options.pop("collection", "fastrag")
     cls = _engine(engine)
     if engine == "faiss":
+        from .faiss import EF_CONSTRUCTION, EF_SEARCH, NPROBE
+
         store = cls(
             rest or "Flat",
-            nprobe=_int(options, "nprobe", 32),
-            ef_search=_int(options, "ef_search", 128),
+            nprobe=_int(options, "nprobe", NPROBE),
+            ef_search=_int(options, "ef_search", EF_SEARCH),
+            ef_construction=_int(options, "ef_construction", EF_CONSTRUCTION),
         )
     elif engine == "lancedb":
         if not rest:
@@ -118,6 +121,7 @@ def parse_store(spec: str | VectorStore) -> VectorStore:
             uri, table=collection, index=options.pop("index", None),
             ann_rows=_int(options, "ann_rows", -1) if "ann_rows" in options else None,
             nprobes=_int(options, "nprobes", 32), refine=_int(options, "refine", 4),
+            ef=_int(options, "ef", -1) if "ef" in options else None,
         )  # fmt: skip
     elif engine in ("qdrant", "milvus"):
         if rest.startswith("//") or rest.startswith("s://"):

@@ -8,7 +8,8 @@ Options after ``?``: ``collection`` (the table, default ``fastrag``),
 holds ``ann_rows`` rows; default none, which is LanceDB's exact flat
 search), ``ann_rows`` (the size from which the index is built, default
 100,000 and never under 256: IVF and PQ train on the rows),
-``nprobes`` and ``refine`` (the ANN index's search parameters).
+``nprobes`` (default 32), ``refine`` (4) and ``ef`` (HNSW kinds: 200), the ANN
+index's search parameters.
 
 The index is built once the table is written (a build), or by the add whose
 batch takes the table past ``ann_rows``; later rows are searched exactly by
@@ -47,6 +48,14 @@ ANN_ROWS = 100_000
 """Rows from which ``index="auto"`` builds an ANN index (below it, exact flat search is fast)."""
 
 MIN_ANN_ROWS = 256
+
+HNSW_EF = 200
+"""The HNSW candidate list of an ``IVF_HNSW_*`` index per query, unless ``ef`` is given.
+
+LanceDB's own default left recall@10 at 0.888 on compare_stores' data
+(20,000 x 384, 64 clusters, IVF_HNSW_SQ, nprobes 32, refine 4); ef 128 /
+160 / 200 / 256 gave 0.946 / 0.965 / 0.978 / 0.987.
+"""
 """Fewest rows an ANN index is trained on (PQ's 256 centroids per sub-vector)."""
 
 
@@ -96,6 +105,9 @@ class LanceStore(VectorStore):
         Rows from which the index is built (at least 256).
     nprobes, refine : int
         Search parameters of the ANN index.
+    ef : int, optional
+        The HNSW candidate list of an ``IVF_HNSW_*`` index (default
+        :data:`HNSW_EF`; raised to the rows refined, ``k * refine``).
     """
 
     engine = "lancedb"
@@ -109,6 +121,7 @@ class LanceStore(VectorStore):
         ann_rows: int | None = None,
         nprobes: int = 32,
         refine: int = 4,
+        ef: int | None = None,
     ) -> None:
         if index is not None and index.upper() not in _INDEX_TYPES:
             names = ", ".join(t.lower() if t == "AUTO" else t for t in _INDEX_TYPES)
@@ -121,6 +134,10 @@ class LanceStore(VectorStore):
             raise ConfigError(f"lancedb ann_rows must be at least {MIN_ANN_ROWS}, got {ann_rows}")
         self.ann_rows = int(ann_rows)
         self.nprobes, self.refine = int(nprobes), int(refine)
+        hnsw = (
+            self.index_type is not None and "HNSW" in self.index_type or self.index_type == "AUTO"
+        )
+        self.ef = int(ef) if ef is not None else (HNSW_EF if hnsw else None)
         self.exact = True  # until an ANN index is built over the table (finish, attach)
         self._db: Any = None
         self._table: Any = None
@@ -136,7 +153,7 @@ class LanceStore(VectorStore):
         return {
             "engine": "lancedb", "uri": self.uri, "table": self.table_name,
             "index": self.index_type, "ann_rows": self.ann_rows, "nprobes": self.nprobes,
-            "refine": self.refine, "indexed": not self.exact,
+            "refine": self.refine, "ef": self.ef, "indexed": not self.exact,
         }  # fmt: skip
 
     @classmethod
@@ -147,6 +164,7 @@ class LanceStore(VectorStore):
             index=record.get("index"), ann_rows=record.get("ann_rows"),
             nprobes=int(record.get("nprobes", 32)),
             refine=int(record.get("refine", 4)),
+            ef=None if record.get("ef") is None else int(record["ef"]),
         )  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------
@@ -257,6 +275,8 @@ class LanceStore(VectorStore):
         q = self.table.search(queries if m > 1 else queries[0]).distance_type("dot").limit(k)
         if not self.exact:
             q = q.nprobes(self.nprobes).refine_factor(self.refine)
+            if self.ef is not None:  # LanceDB wants ef >= the rows it refines
+                q = q.ef(max(self.ef, k * max(1, self.refine)))
         if where is not None:
             q = q.where(where, prefilter=True)
         result = q.select(["chunk_id", "_distance"]).to_arrow()
@@ -267,9 +287,13 @@ class LanceStore(VectorStore):
         )
         cids = result.column("chunk_id").to_numpy()
         scores = 1.0 - result.column("_distance").to_numpy().astype(np.float64)
-        rows: list[list[tuple[int, float]]] = [[] for _ in range(m)]
-        for i, c, s in zip(qi.tolist(), cids.tolist(), scores.tolist(), strict=True):
-            rows[i].append((c, s))
-        for r in rows:
-            r.sort(key=lambda t: -t[1])
-        return self._pad(rows, k)
+        # Per query, best first (a stable sort: equal scores keep LanceDB's order), in arrays.
+        order = np.lexsort((-scores, qi))
+        qi, cids, scores = qi[order], cids[order], scores[order]
+        pos = np.arange(qi.size) - np.searchsorted(qi, qi, side="left")
+        keep = pos < k
+        ids = np.full((m, k), -1, np.int64)
+        out = np.full((m, k), -np.inf, np.float32)
+        ids[qi[keep], pos[keep]] = cids[keep]
+        out[qi[keep], pos[keep]] = scores[keep]
+        return ids, out

@@ -11,7 +11,9 @@ The collection's fields are the chunk id (primary key), the vector (a
 metadata as a JSON field ``meta``. Filters become a boolean expression
 applied inside the search; conditions it cannot state exactly as fastrag
 means them go down as ``chunk_id in [...]``. Writes are one ``insert`` per
-batch and one ``delete`` per call.
+batch and one ``delete`` per call; Milvus Lite then seals the rows a write
+call added (``flush``: its search scans unsealed rows on every question,
+about 2 s a question at 20,000 rows against 50-90 ms sealed, under load).
 """
 
 from __future__ import annotations
@@ -110,6 +112,12 @@ class MilvusStore(LocatedStore):
         self.dialect = _MilvusDialect()
         self.max_ids = 8192  # the expression grows with the list
 
+    def one_process(self) -> str | None:
+        """Milvus Lite locks its file (one process at a time); a server: None."""
+        if self.path is None:
+            return None
+        return f"Milvus Lite locks its file {self.path}"
+
     # -- lifecycle -------------------------------------------------------------
     @property
     def client(self) -> Any:
@@ -183,6 +191,11 @@ class MilvusStore(LocatedStore):
             row["vector"] = vecs[i]
             row["meta"] = meta or None
         self.client.insert(self.collection, rows)
+
+    def flush(self) -> None:
+        """Milvus Lite: seal the rows just written (a server seals and indexes on its own)."""
+        if self.path is not None:
+            self.client.flush(self.collection)
 
     def delete(self, ids: np.ndarray) -> None:
         """One delete of every id."""

@@ -20,6 +20,13 @@ once at its end; a call that fails rolls back, and the points it had
 changed in memory are put back as they were, so the collection on disk and
 in memory is what it was before the call. A Qdrant server is untouched by
 this (its requests are one per call already).
+
+Where SQLite zeroes every deleted row (``PRAGMA secure_delete`` ON, as the
+Python build of the machine measured has it), a call runs with it FAST:
+deleted rows are still zeroed in the pages that keep other rows, but not in
+pages freed whole (SQLite's own default, OFF, zeroes none). 10,000 deletes
+of 384-dimensional points took 0.70-1.02 s with ON, 0.17 s with FAST
+(one process, load 3-4).
 """
 
 from __future__ import annotations
@@ -120,6 +127,12 @@ def _one_transaction(client: Any, name: str, ids: Sequence[int]) -> Iterator[Non
     for i in ids:
         idx = index.get(i)
         alive[i] = idx is not None and not before[idx]
+    # SQLite builds that zero every deleted row's bytes (secure_delete ON: Python's on this
+    # machine) spent 3-4x the time of a delete there: FAST still zeroes them in the table's
+    # pages, not in pages freed whole (see the module docstring). Restored after the call.
+    secure = connection.execute("PRAGMA secure_delete").fetchone()
+    if secure is not None and secure[0] == 1:
+        connection.execute("PRAGMA secure_delete=FAST")
     persistence.storage = _Deferred(connection)
     try:
         yield
@@ -135,6 +148,9 @@ def _one_transaction(client: Any, name: str, ids: Sequence[int]) -> Iterator[Non
         raise
     finally:
         persistence.storage = connection
+        if secure is not None and secure[0] == 1:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("PRAGMA secure_delete=ON")
 
 
 class QdrantStore(LocatedStore):
@@ -170,6 +186,12 @@ class QdrantStore(LocatedStore):
         self.exact = True if path is not None else bool(exact)
         self._client: Any = None
         self._write_lock = threading.Lock()
+
+    def one_process(self) -> str | None:
+        """Local mode locks its directory (one process at a time); a server: None."""
+        if self.path is None:
+            return None
+        return f"Qdrant's local mode locks its directory {self.path}"
 
     # -- lifecycle -------------------------------------------------------------
     @property
