@@ -114,7 +114,7 @@ class _Indexes:
 class Search(_Indexes):
     """``BM25Index.search`` from question text: one question (latency) and a batch."""
 
-    params = [[1, 256], [10, 100]]
+    params = [[1, 256], [10]]
     param_names = ["batch", "k"]
 
     def setup(self, data: dict, batch: int, k: int) -> None:

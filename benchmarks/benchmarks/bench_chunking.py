@@ -21,9 +21,13 @@ BYTES_PER_CHAR = 1.47
 
 
 class Chunk(Compiled):
-    """``Chunker.chunk`` on 1 MB and 10 MB of text, at two window sizes (overlap = window / 5)."""
+    """``Chunker.chunk`` on 10 MB of text, window 200 (overlap = window / 5).
 
-    params = [[1, 10], [200, 1000]]
+    One size and one window: 1 MB and window 1000 ran the same kernel at the
+    same throughput, each a process more per run.
+    """
+
+    params = [[10], [200]]
     param_names = ["mb", "window"]
 
     def setup(self, mb: int, window: int) -> None:

@@ -1,9 +1,13 @@
 """HNSW (``fastrag.index.hnsw.HnswIndex``) on clustered 384-d vectors.
 
-Graphs are built once per run in ``setup_cache`` (10k rows: seconds; 100k
-rows: about two minutes on two cores) and loaded from its files by each
-benchmark's ``setup``. ``benchmarks/compare_hnsw.py`` sets these figures
-against raw hnswlib, faiss and exact search, and holds the 1M-row numbers.
+One 50,000-row graph is built per run in the ``setup_cache`` the search,
+filtered-search and persistence classes share (about half a minute on two
+quiet cores; 100,000 rows took twice that, the largest share of a ``--quick``
+run), with its corpus and queries saved as ``.npy`` files beside it; each
+benchmark's ``setup`` loads the graph and memory-maps the vectors instead of
+generating them again. ``HnswBuild`` builds a 10,000-row graph in the timed
+region. ``benchmarks/compare_hnsw.py`` sets these figures against raw
+hnswlib, faiss and exact search, and holds the 100k- and 1M-row numbers.
 """
 
 from __future__ import annotations
@@ -23,14 +27,32 @@ from .common import COLD_COMPILE_TIMEOUT, Compiled, compile_kernels
 
 DIM = 384
 CLUSTERS = 1000
-SIZES = (10_000, 100_000)
+N = 50_000
+"""Rows of the searched, filtered and persisted graph."""
 QUERIES = 1024
 K = 10
 
 
+def _root() -> str:
+    return os.path.join(tempfile.gettempdir(), "fastrag-asv-hnsw")
+
+
+def _data_paths(n: int) -> tuple[str, str]:
+    stem = os.path.join(_root(), f"data-n{n}-q{QUERIES}-d{DIM}-c{CLUSTERS}")
+    return stem + "-corpus.npy", stem + "-queries.npy"
+
+
 @functools.lru_cache(maxsize=4)
 def _data(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """A read-only clustered corpus of ``n`` rows and 1024 held-out queries."""
+    """A read-only clustered corpus of ``n`` rows and 1024 held-out queries.
+
+    Memory-mapped from the files :func:`_build_all` saved when they are
+    there (generating 51,024 clustered rows costs every process seconds),
+    else generated; both hold the same seeded vectors.
+    """
+    corpus_path, queries_path = _data_paths(n)
+    if os.path.exists(corpus_path) and os.path.exists(queries_path):
+        return np.asarray(np.load(corpus_path, mmap_mode="r")), np.load(queries_path)
     allv = random_unit_vectors(n + QUERIES, DIM, seed=0, clusters=CLUSTERS)
     corpus = allv[:n]
     corpus.flags.writeable = False
@@ -38,38 +60,46 @@ def _data(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _build_all() -> dict[int, str]:
-    """Build (or reuse) one graph per size; return their paths.
+    """Build (or reuse) the graph of :data:`N` rows and save its vectors; return ``{N: path}``.
 
-    asv runs ``setup_cache`` once per class, so the graphs live in one
-    directory shared by the classes and by later runs, keyed by the data and
-    the default config (a graph file does not depend on fastrag's code).
+    The graph lives in a directory shared by later runs (unless ``TMPDIR``
+    moves), keyed by the data and the default config (a graph file does not
+    depend on fastrag's code).
     """
     compile_kernels()
     config = HnswConfig()
     key = "-".join(f"{k}{v}" for k, v in config.to_dict().items())
-    root = os.path.join(tempfile.gettempdir(), "fastrag-asv-hnsw")
+    root = _root()
     os.makedirs(root, exist_ok=True)
-    paths = {}
-    for n in SIZES:
-        path = os.path.join(root, f"n{n}-d{DIM}-c{CLUSTERS}-{key}.bin")
-        try:
-            HnswIndex.load(path, DIM, config)
-        except SearchIndexError:
-            corpus, _ = _data(n)
-            HnswIndex.build(corpus, np.arange(n), config).save(path)
-        paths[n] = path
-    return paths
+    path = os.path.join(root, f"n{N}-d{DIM}-c{CLUSTERS}-{key}.bin")
+    corpus, queries = _data(N)
+    for file, array in zip(_data_paths(N), (corpus, queries), strict=True):
+        if not os.path.exists(file):
+            np.save(file + ".tmp.npy", array)
+            os.replace(file + ".tmp.npy", file)
+    try:
+        HnswIndex.load(path, DIM, config)
+    except SearchIndexError:
+        HnswIndex.build(corpus, np.arange(N), config).save(path)
+    return {N: path}
 
 
-class HnswSearch:
-    params = [list(SIZES), [1, 1024], [32, 64, 128]]
-    param_names = ["n", "batch", "ef"]
-    timeout = 900
+class _Graph:
+    """Base of the classes over the :data:`N`-row graph: one ``setup_cache`` for all of them."""
 
-    def setup_cache(self):
+    timeout = 300
+
+    def setup_cache(self) -> dict[int, str]:
         return _build_all()
 
-    setup_cache.timeout = COLD_COMPILE_TIMEOUT
+    setup_cache.timeout = COLD_COMPILE_TIMEOUT  # type: ignore[attr-defined]
+
+
+class HnswSearch(_Graph):
+    """One question and a batch of 1,024 at ``ef`` 64 (the default), and recall@10 there."""
+
+    params = [[N], [1, 1024], [64]]
+    param_names = ["n", "batch", "ef"]
 
     def setup(self, paths, n, batch, ef):
         self.index = HnswIndex.load(paths[n], DIM, HnswConfig())
@@ -91,17 +121,11 @@ class HnswSearch:
     track_recall_at_10.unit = "recall"
 
 
-class HnswFilteredSearch:
-    """Random filters of 20 % and 2 %: oversampling and the exact verdict."""
+class HnswFilteredSearch(_Graph):
+    """Random filters of 20 % and 2 % over a batch of 64: oversampling and the exact verdict."""
 
-    params = [[100_000], [1, 64], [0.2, 0.02]]
+    params = [[N], [64], [0.2, 0.02]]
     param_names = ["n", "batch", "selectivity"]
-    timeout = 900
-
-    def setup_cache(self):
-        return _build_all()
-
-    setup_cache.timeout = COLD_COMPILE_TIMEOUT
 
     def setup(self, paths, n, batch, selectivity):
         self.index = HnswIndex.load(paths[n], DIM, HnswConfig())
@@ -120,7 +144,9 @@ class HnswFilteredSearch:
 
 
 class HnswBuild(Compiled):
-    params = [[10_000], [1, 2]]
+    """A 10,000-row graph built from two threads (skipped on one core), and its peak memory."""
+
+    params = [[10_000], [2]]
     param_names = ["n", "threads"]
     timeout = 600
     number = 1
@@ -139,15 +165,9 @@ class HnswBuild(Compiled):
         HnswIndex.build(self.corpus, self.labels, HnswConfig(), threads=threads)
 
 
-class HnswPersistence:
-    params = [list(SIZES)]
+class HnswPersistence(_Graph):
+    params = [[N]]
     param_names = ["n"]
-    timeout = 900
-
-    def setup_cache(self):
-        return _build_all()
-
-    setup_cache.timeout = COLD_COMPILE_TIMEOUT
 
     def setup(self, paths, n):
         self.index = HnswIndex.load(paths[n], DIM, HnswConfig())
