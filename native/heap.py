@@ -108,7 +108,7 @@ def offer(hs: np.ndarray, hr: np.ndarray, size: int, k: int, s: float, r: int) -
     if size < k:
         return push(hs, hr, size, s, r)
     if worse(hs[0], hr[0], s, r):
-        sift_down(hs, hr, size, 0, s, r)
+        sift_down(hs, hr, size, np.int64(0), s, r)
     return size
 
 
@@ -137,4 +137,4 @@ def sort(hs: np.ndarray, hr: np.ndarray, size: int) -> None:
         r = hr[end]
         hs[end] = hs[0]
         hr[end] = hr[0]
-        sift_down(hs, hr, end, 0, s, r)
+        sift_down(hs, hr, end, np.int64(0), s, r)
