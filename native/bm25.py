@@ -60,6 +60,7 @@ __all__ = [
     "term_maxima",
     "search",
     "warmup",
+    "warmup_build",
     "warmup_search",
     "weights",
 ]
@@ -762,7 +763,7 @@ def _exhaustive_one(
                 acc[r] = s + weights[p] * mu
         read += p1 - p0
     use_mask = mask.size > 0
-    size = 0
+    size = np.int64(0)  # typed from the start: no Literal[int](0) signature of the heap
     if dense:
         # rows in increasing order: a score equal to the heap's worst ranks after it
         for r in range(n):
@@ -858,7 +859,7 @@ def _pruned_one(
         blocks[j] = 0 <= b0 <= b1 <= nb and b1 - b0 == (p1 - p0 + block_size - 1) // block_size
         total += p1 - p0
     use_mask = mask.size > 0
-    size = 0
+    size = np.int64(0)  # typed from the start: no Literal[int](0) signature of the heap
     lim = np.int64(-1)  # _limit(theta) once the heap is full (theta: its root's score)
     read = 0
     # Seed the heap with the rows of the rarest term, scored in full: theta is
@@ -1040,7 +1041,7 @@ def _pruned_one(
                             if size == k:
                                 lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
                         elif s > lim and (not seeded or heap.worse(hs[0], hr[0], _to_score(s), r)):
-                            heap.sift_down(hs, hr, size, 0, _to_score(s), r)
+                            heap.sift_down(hs, hr, size, np.int64(0), _to_score(s), r)
                             lim = _limit_below(hs[0]) if seeded else _limit(hs[0])
         wlo = whi
     _heap_out(hs, hr, size, out_rows, out_scores)
@@ -1336,21 +1337,34 @@ def warmup() -> None:
     :func:`~._jit.frozen`), so one signature per kernel serves freshly built and
     memory-mapped indexes alike.
     """
-    hashes = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)
-    tok_offsets = np.array([0, 3, 3, 6], dtype=np.int64)
-    # the engine builds with build_postings and grows with merge_indexes
-    vocab, term_offsets, rows, tfs = build_postings(hashes, tok_offsets)
+    hashes, tok_offsets = _WARM_HASHES, _WARM_OFFSETS
+    vocab, term_offsets, rows, tfs = warmup_build()
+    # the engine grows an index with merge_indexes
     more = build_postings(hashes, tok_offsets, 3)
     merge_indexes(vocab, term_offsets, rows, tfs, *more)
-    doc_len = np.diff(tok_offsets).astype(np.int32)
+    compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
+    query_weights(vocab, np.ones(vocab.size, dtype=np.float32), hashes, tok_offsets)
+    warmup_search()
+
+
+_WARM_HASHES = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)
+_WARM_OFFSETS = np.array([0, 3, 3, 6], dtype=np.int64)
+
+
+def warmup_build() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Compile the kernels of a fresh build only (postings, impacts, weights, maxima).
+
+    What a new knowledge base's keyword legs run; the demo's helper process
+    compiles them while the demo chunks and tokenises. Returns the tiny
+    index's ``(vocab, term_offsets, rows, tfs)``.
+    """
+    vocab, term_offsets, rows, tfs = build_postings(_WARM_HASHES, _WARM_OFFSETS)
+    doc_len = np.diff(_WARM_OFFSETS).astype(np.int32)
     imp = impacts(rows, tfs, doc_len, 0.9, 0.4, 2.0)
-    idf = np.ones(vocab.size, dtype=np.float32)
-    wts = weights(term_offsets, imp, idf)
+    wts = weights(term_offsets, imp, np.ones(vocab.size, dtype=np.float32))
     term_maxima(term_offsets, wts)
     block_maxima(term_offsets, wts, BLOCK_SIZE)
-    compact_postings(term_offsets, rows, tfs, np.array([1, 0, 1], dtype=np.uint8))
-    query_weights(vocab, idf, hashes, tok_offsets)
-    warmup_search()
+    return vocab, term_offsets, rows, tfs
 
 
 def warmup_search(

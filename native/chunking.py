@@ -435,7 +435,7 @@ def _windows_pass(
     classes = byte_classes()
     for i in prange(offsets.size - 1):
         _window_doc(
-            i,
+            np.int64(i),  # the gufunc's prange index is uint64: one signature, not two
             data,
             offsets,
             classes,
@@ -490,7 +490,7 @@ def _copy_pass(
     classes = byte_classes()
     for i in prange(offsets.size - 1):
         _copy_doc(
-            i,
+            np.int64(i),  # the gufunc's prange index is uint64: one signature, not two
             data,
             offsets,
             classes,

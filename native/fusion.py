@@ -57,7 +57,7 @@ def _fuse_core(ids, contrib, n, group_lists, group_vals, groups, k, by_group, ou
     keys, where, mask = _table(n)
     uniq = np.empty(n, dtype=np.int64)
     score = np.zeros(n, dtype=np.float64)
-    nu = 0
+    nu = np.int64(0)  # typed from the start: no Literal[int](0) signature of the heap
     for t in range(n):
         r = ids[t]
         s = _slot(keys, r, mask)
@@ -121,7 +121,7 @@ def _fuse_one(
     total = n_lists * c
     ids = np.empty(total, dtype=np.int64)
     contrib = np.empty(total, dtype=np.float64)
-    n = 0
+    n = np.int64(0)  # typed from the start: one signature of _fuse_core
     for li in range(n_lists):
         w = weights[li]
         for j in range(c):
@@ -172,7 +172,7 @@ def _convex_one(
     total = n_lists * c
     ids = np.empty(total, dtype=np.int64)
     contrib = np.empty(total, dtype=np.float64)
-    n = 0
+    n = np.int64(0)  # typed from the start: one signature of _fuse_core
     for li in range(n_lists):
         count = 0
         for j in range(c):
@@ -343,8 +343,12 @@ def lookup(rows, keys, values, default):
     return out
 
 
-def warmup(convex: bool = True) -> None:
-    """Compile the one signature the engine uses (``convex=False``: reciprocal-rank fusion only)."""
+def warmup(convex: bool = True, rrf: bool = True) -> None:
+    """Compile the one signature the engine uses of each fusion and of :func:`lookup`.
+
+    ``convex=False``: reciprocal-rank fusion only; ``rrf=False``: convex only
+    (the built-in embedders' fusion: the demo's helper process).
+    """
     rows = np.array([[[0, 1, -1]], [[1, 2, 0]]], dtype=np.int64)
     groups = readonly(np.array([0, 0, 1], dtype=np.int64))  # the engine passes it read-only
     glists = np.array([[[1, 0, -1]]], dtype=np.int64)
@@ -352,7 +356,8 @@ def warmup(convex: bool = True) -> None:
     lookup(readonly(rows[0]), readonly(rows[1]), readonly(np.ones((1, 3), np.float32)), 0.0)
     for gl, gw in ((glists, np.ones(1)), (np.zeros((0, 1, 1), np.int64), np.zeros(0))):
         for by_group in (False, True):
-            rrf_fuse(rows, weights, gl, gw, groups, 60.0, 2, by_group)
+            if rrf:
+                rrf_fuse(rows, weights, gl, gw, groups, 60.0, 2, by_group)
             if not convex:
                 continue
             convex_fuse(

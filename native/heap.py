@@ -110,7 +110,7 @@ def offer(hs: np.ndarray, hr: np.ndarray, size: int, k: int, s: float, r: int) -
     if size < k:
         return push(hs, hr, size, s, r)
     if worse(hs[0], hr[0], s, r):
-        sift_down(hs, hr, size, 0, s, r)
+        sift_down(hs, hr, size, np.int64(0), s, r)
     return size
 
 
@@ -119,7 +119,7 @@ def pop(hs: np.ndarray, hr: np.ndarray, size: int) -> int:
     """Remove the root (the worst entry) of a heap of ``size >= 1`` entries; return the new size."""
     size -= 1
     if size > 0:
-        sift_down(hs, hr, size, 0, hs[size], hr[size])
+        sift_down(hs, hr, size, np.int64(0), hs[size], hr[size])
     return size
 
 
@@ -148,4 +148,4 @@ def sort(hs: np.ndarray, hr: np.ndarray, size: int) -> None:
         r = hr[end]
         hs[end] = hs[0]
         hr[end] = hr[0]
-        sift_down(hs, hr, end, 0, s, r)
+        sift_down(hs, hr, end, np.int64(0), s, r)

@@ -292,8 +292,8 @@ def _count_pass(data, offsets, classes, fold, stop, cjk_mode, counts):
             empty_i,
             empty_i,
             empty_k,
-            0,
-            False,
+            np.int64(0),  # typed, not Literal[int](0): the fill calls' signature
+            np.bool_(False),
         )
 
 
@@ -362,8 +362,8 @@ def _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans):
             empty_i,
             empty_i,
             empty_k,
-            0,
-            False,
+            np.int64(0),  # typed, not Literal[int](0): the fill calls' signature
+            np.bool_(False),
         )
         tok_offsets[i + 1] = tok_offsets[i] + c
     total = tok_offsets[n]
@@ -897,9 +897,10 @@ def _doc_pieces_pass(
     classes, piece_lo, piece_hi, counts,
 ):  # fmt: skip
     for d in prange(doc_starts.size - 1):
+        # np.int64: the gufunc's prange index is uint64 (one signature, not two)
         counts[d] = _doc_pieces(
-            d, data, offsets, starts, ends, doc_starts, doc_data, doc_offsets, tok_offsets,
-            tok_starts, classes, piece_lo, piece_hi,
+            np.int64(d), data, offsets, starts, ends, doc_starts, doc_data, doc_offsets,
+            tok_offsets, tok_starts, classes, piece_lo, piece_hi,
         )  # fmt: skip
 
 

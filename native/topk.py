@@ -139,7 +139,7 @@ def select_block(
                 s = row[t]
                 if s > thr[t]:
                     q = q0 + t
-                    heap.sift_down(heap_scores[q], heap_ids[q], k, 0, s, offset + j)
+                    heap.sift_down(heap_scores[q], heap_ids[q], k, np.int64(0), s, offset + j)
                     thr[t] = heap_scores[q, 0]
 
 
@@ -184,7 +184,7 @@ def _push(
     if s > out_scores[q, base]:
         if has_mask and not mask[i]:
             return
-        heap.sift_down(out_scores[q, base:], out_ids[q, base:], k, 0, s, i)
+        heap.sift_down(out_scores[q, base:], out_ids[q, base:], k, np.int64(0), s, i)
 
 
 @kernel
@@ -535,19 +535,21 @@ def merge_topk(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray,
                 continue
             s = scores[q, t]
             if kk > 0 and heap.worse(hs[0], hi[0], s, i):
-                heap.sift_down(hs, hi, kk, 0, s, i)
+                heap.sift_down(hs, hi, kk, np.int64(0), s, i)
         heap.sort(hs, hi, kk)
     return out_ids, out_scores
 
 
-def warmup() -> None:
+def warmup(blocks: bool = True) -> None:
     """Compile every signature the engine uses, so no call pays the JIT.
 
     Covers :func:`scan_topk` on its one signature (the driver passes the
     corpus as a read-only view, queries and masks writable: it copies the
     few that are not; "no mask" is an empty bool array of the same type), and
     :func:`select_block`, :func:`init_heaps`, :func:`finalize_heaps` and
-    :func:`merge_topk` on their single signature each.
+    :func:`merge_topk` on their single signature each. ``blocks=False``
+    leaves out :func:`select_block` and :func:`merge_topk`, which a small
+    exact index never calls (the demo's helper process).
     """
     d, n, k = 4, 8, 2
     queries = np.ones((1, d), dtype=np.float32)
@@ -557,9 +559,10 @@ def warmup() -> None:
         ids = np.empty((1, 2 * k), dtype=np.int64)
         scores = np.empty((1, 2 * k), dtype=np.float32)
         scan_topk(queries, corpus, mask, 2, ids, scores)
-        merge_topk(ids, scores, k)
         heap_ids = np.empty((1, k), dtype=np.int64)
         heap_scores = np.empty((1, k), dtype=np.float32)
         init_heaps(heap_ids, heap_scores)
-        select_block(np.ones((n, 1), dtype=np.float32), 0, mask, heap_ids, heap_scores)
+        if blocks:
+            merge_topk(ids, scores, k)
+            select_block(np.ones((n, 1), dtype=np.float32), 0, mask, heap_ids, heap_scores)
         finalize_heaps(heap_ids, heap_scores)

@@ -85,17 +85,20 @@ def compile_all() -> None:
 
 
 _QUERY_CODE = (
-    "from fastrag._native import bm25, fusion, topk; topk.warmup(); fusion.warmup(); "
+    "from fastrag._native import bm25, fusion, topk; bm25.warmup_build(); "
+    "topk.warmup(blocks=False); fusion.warmup(rrf=False); "
     "bm25.warmup_search(('exhaustive',), parallel=False)"
 )
-_QUERY_PROBES = (topk.scan_topk, fusion.convex_fuse, bm25._exhaustive_serial)
+_QUERY_PROBES = (bm25._block_max_pass, topk.scan_topk, fusion.convex_fuse, bm25._exhaustive_serial)
 
 
 def start_query_compile() -> subprocess.Popen[bytes] | None:
     """On a cold cache, compile a small knowledge base's question kernels in a child process.
 
-    Exact vector top-k, both fusions (convex, the default of the built-in
-    embedders, and reciprocal-rank) and the exhaustive BM25 search
+    First the keyword legs' build kernels (:func:`~.bm25.warmup_build`: this
+    process reaches them after chunking and tokenising, by when the child
+    has cached them), then exact vector top-k (the scan), convex fusion (the
+    default of the built-in embedders) and the exhaustive BM25 search
     (what the questions of a knowledge base under
     :data:`~.bm25.PRUNE_MIN_POSTINGS` postings run) are compiled into the
     on-disk cache by a second process while this one builds: on two cores
