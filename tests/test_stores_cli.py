@@ -11,6 +11,7 @@ what to do. Real engines, real processes, offline.
 from __future__ import annotations
 
 import importlib.util
+import socket
 import subprocess
 import sys
 
@@ -95,16 +96,34 @@ def test_serve_workers_refuse_a_store_one_process_locks(engine, tmp_path):
     assert "Uvicorn running" not in run.stderr and "Started" not in run.stderr  # before workers
 
 
-@pytest.mark.parametrize("engine", ["faiss", "lancedb"])
-def test_serve_workers_allow_stores_every_process_opens(engine, tmp_path):
-    """FAISS (a copy per worker) and LanceDB (files read by many) pass the workers check."""
+@pytest.mark.parametrize("engine", ["qdrant", "milvus"])
+def test_serve_from_python_refuses_workers_on_a_store_one_process_locks(engine, tmp_path):
+    """fastrag.serve.run.serve(workers=2) refuses as the CLI does, before it binds the port."""
     _need(engine)
-    from fastrag.cli import _check_workers
+    from fastrag.errors import ConfigError
+    from fastrag.serve.run import serve
+    from fastrag.serve.settings import ServeSettings
 
     kb_dir = tmp_path / "kb"
     with KnowledgeBase.build(_docs(6), index=_spec(engine, tmp_path), window=120) as kb:
         kb.save(kb_dir)
-    _check_workers([("kb", str(kb_dir))], 4)  # raises for a store one process locks
+    port = free_port()
+    with pytest.raises(ConfigError, match="--workers 2: knowledge base 'kb'"):
+        serve(ServeSettings(kbs=(("kb", str(kb_dir)),)), port=port, workers=2)
+    with socket.create_server(("127.0.0.1", port)):  # the port was never bound: free still
+        pass
+
+
+@pytest.mark.parametrize("engine", ["faiss", "lancedb"])
+def test_serve_workers_allow_stores_every_process_opens(engine, tmp_path):
+    """FAISS (a copy per worker) and LanceDB (files read by many) pass the workers check."""
+    _need(engine)
+    from fastrag.serve.run import check_workers
+
+    kb_dir = tmp_path / "kb"
+    with KnowledgeBase.build(_docs(6), index=_spec(engine, tmp_path), window=120) as kb:
+        kb.save(kb_dir)
+    check_workers([("kb", str(kb_dir))], 4)  # raises for a store one process locks
 
 
 # -- search settings and the question path (real engines, small) -----------------------------

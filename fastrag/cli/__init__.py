@@ -439,39 +439,6 @@ def _port(text: str) -> int:
     return port
 
 
-def _check_workers(kbs: Sequence[tuple[str, str]], workers: int) -> None:
-    """Refuse ``--workers N`` (N > 1) for a knowledge base whose store one process locks.
-
-    Read from each manifest before any worker starts: every worker would
-    open the store, and all but the first would fail on its lock.
-
-    Raises
-    ------
-    ConfigError
-        A knowledge base keeps its vectors in Qdrant's local mode or Milvus Lite.
-    """
-    if workers <= 1:
-        return
-    from ..index.stores import ENGINES, store_from_record
-    from ..store.snapshots import read_manifest
-
-    for name, path in kbs:
-        try:
-            index = read_manifest(Path(path)).index
-            if index.get("type") not in ENGINES:
-                continue
-            held = store_from_record(dict(index.get("store") or {})).one_process()
-        except FastragError:
-            continue  # not a knowledge base (yet): each worker reports it as it loads
-        if held is not None:
-            raise ConfigError(
-                f"--workers {workers}: knowledge base {name!r} keeps its vectors where one "
-                f"process at a time can open them ({held}); serve it with --workers 1, or "
-                "keep its vectors in a server ('qdrant://host:6333', 'milvus://host:19530') "
-                "that every worker can reach"
-            )
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     """``fastrag serve``: serve knowledge bases over HTTP."""
     try:
@@ -481,7 +448,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     settings = _serve_settings(args)
-    _check_workers(settings.kbs, args.workers)
     serve(
         settings, port=args.port, workers=args.workers, insecure=args.insecure,
         access_log=args.access_log,

@@ -8,6 +8,8 @@ import ipaddress
 import os
 import socket
 import tempfile
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import ENV_SERVE_SETTINGS
@@ -17,7 +19,7 @@ from .settings import ServeSettings
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["bind", "check_port", "is_loopback", "serve", "uvicorn_config"]
+__all__ = ["bind", "check_port", "check_workers", "is_loopback", "serve", "uvicorn_config"]
 
 
 def is_loopback(host: str) -> bool:
@@ -104,6 +106,39 @@ def uvicorn_config(
     return config
 
 
+def check_workers(kbs: Sequence[tuple[str, str]], workers: int) -> None:
+    """Refuse ``workers`` > 1 for a knowledge base whose store one process locks.
+
+    Read from each manifest before any worker starts: every worker would
+    open the store, and all but the first would fail on its lock.
+
+    Raises
+    ------
+    ConfigError
+        A knowledge base keeps its vectors in Qdrant's local mode or Milvus Lite.
+    """
+    if workers <= 1:
+        return
+    from ..index.stores import ENGINES, store_from_record
+    from ..store.snapshots import read_manifest
+
+    for name, path in kbs:
+        try:
+            index = read_manifest(Path(path)).index
+            if index.get("type") not in ENGINES:
+                continue
+            held = store_from_record(dict(index.get("store") or {})).one_process()
+        except FastragError:
+            continue  # not a knowledge base (yet): each worker reports it as it loads
+        if held is not None:
+            raise ConfigError(
+                f"--workers {workers}: knowledge base {name!r} keeps its vectors where one "
+                f"process at a time can open them ({held}); serve it with --workers 1, or "
+                "keep its vectors in a server ('qdrant://host:6333', 'milvus://host:19530') "
+                "that every worker can reach"
+            )
+
+
 def serve(
     settings: ServeSettings,
     *,
@@ -124,7 +159,8 @@ def serve(
     ------
     ConfigError
         Without keys, for an address other than loopback unless ``insecure``;
-        for a port outside 1..65535 or one that cannot be bound.
+        for a port outside 1..65535 or one that cannot be bound; for
+        ``workers`` > 1 over a store one process locks (:func:`check_workers`).
     FastragError
         When the server did not start (its log says why).
     """
@@ -136,6 +172,7 @@ def serve(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be a positive int, got {workers!r}")
     check_port(port)
+    check_workers(settings.kbs, workers)
     if workers > 1 and settings.threads is None:
         settings = dataclasses.replace(settings, threads=1)  # one process per core already
     sock = bind(settings.host, port)  # before any warm-up: a port in use fails in a moment
