@@ -9,11 +9,17 @@ in ``tests/naive`` (options built fresh per call, as before), interleaved,
 five rounds each, per mode. Times are the calling thread's CPU time
 (``time.thread_time``), so the ratio holds on a loaded machine better than
 wall time does. Run from the checkout root (it imports ``tests/naive``).
+
+``--calls`` also counts the Python function calls (cProfile) of one keyword
+``kb.retrieve(q, k=10, mode="keyword")`` at the user level, averaged over the
+questions: a count, so it does not depend on the machine's load.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import sys
 import time
@@ -38,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", action="store_true", help="count Python calls per kb.retrieve")
     args = ap.parse_args()
     docs = list(zipf_documents(args.docs, seed=1))
     kb = KnowledgeBase.build(docs)
@@ -45,6 +52,16 @@ def main() -> None:
     questions = [
         " ".join(docs[int(rng.integers(len(docs)))]["text"].split()[:3]) for _ in range(300)
     ]
+    if args.calls:
+        for q in questions:  # warm: kernels compiled, caches filled
+            kb.retrieve(q, k=10, mode="keyword")
+        profile = cProfile.Profile()
+        profile.enable()
+        for q in questions:
+            kb.retrieve(q, k=10, mode="keyword")
+        profile.disable()
+        calls = pstats.Stats(profile).total_calls / len(questions)  # type: ignore[attr-defined]
+        print(f"Python function calls per kb.retrieve(q, k=10, mode='keyword'): {calls:.1f}")
     corpus, config = kb._corpus, kb._retriever.config
     new, old = Retriever(config), Reference(config)
 

@@ -541,8 +541,9 @@ class KnowledgeBase:
     def _count(self, retrievals: int = 0, answers: Sequence[Answer] = ()) -> None:
         with self._metrics_lock:
             self._metrics["retrievals"] += retrievals
-            self._metrics["answers"] += len(answers)
-            self._metrics["answers_citing"] += sum(1 for a in answers if a.citations)
+            if answers:
+                self._metrics["answers"] += len(answers)
+                self._metrics["answers_citing"] += sum(1 for a in answers if a.citations)
 
     def embed_questions(
         self, questions: Sequence[str], *, threads: int | None = None

@@ -127,3 +127,53 @@ def test_updated_at_is_the_stored_instant():
     kb = KnowledgeBase.build([{"id": "x", "text": "alpha beta", "metadata": {"updated_at": when}}])
     (hit,) = kb.retrieve("alpha", k=1, mode="keyword")
     assert hit.metadata["updated_at"] == when
+
+
+def test_hit_is_a_frozen_dataclass():
+    """``Hit``'s own ``__init__`` (faster than the dataclass's) keeps the dataclass's behaviour."""
+    import dataclasses
+
+    h = Hit(7, "d", 0, 1, 3, "abc", 1.5)
+    assert h.metadata == {} and h.relevance is None
+    assert Hit(7, "d", 0, 1, 3, "abc", 1.5).metadata is not h.metadata  # a new dict each time
+    assert Hit(7, "d", 0, 1, 3, "abc", 1.5, metadata=None).metadata is None  # as given
+    kw = Hit(chunk_id=7, doc_id="d", ord=0, start=1, end=3, text="abc", score=1.5, relevance=0.5)
+    assert kw == dataclasses.replace(h, relevance=0.5) and kw != h
+    assert repr(h) == (
+        "Hit(chunk_id=7, doc_id='d', ord=0, start=1, end=3, text='abc', score=1.5, "
+        "metadata={}, relevance=None)"
+    )
+    assert [f.name for f in dataclasses.fields(Hit)] == [
+        "chunk_id", "doc_id", "ord", "start", "end", "text", "score", "metadata", "relevance",
+    ]  # fmt: skip
+    assert dataclasses.asdict(h) == h.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        h.score = 2.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Hit(7, "d", 0, 1, 3)  # type: ignore[call-arg]
+    match h:
+        case Hit(chunk_id, doc_id):
+            assert (chunk_id, doc_id) == (7, "d")
+
+
+@pytest.mark.parametrize("segments", [1, 2])
+def test_one_question_equals_the_batch(segments):
+    """One question's hits (its own short path) equal the batched path's, padding included."""
+    docs = _docs([{}, {"title": "T"}, {"acl": ["a"]}, {"team": "red"}] * 3, "a")
+    kb = KnowledgeBase.build(docs, window=60, overlap=10)
+    if segments == 2:
+        kb.add(_docs([{"source": "s.md"}] * 3, "b"))
+    questions = ["alpha", "注意 beta", "épée omega gamma", "nothing here", "delta"]
+    for mode in ("keyword", "vector", "hybrid"):
+        batch = kb.retrieve_batch(questions + ["alpha"], k=40, mode=mode, output="hits")
+        for q, want in zip(questions, batch, strict=False):
+            got = kb.retrieve(q, k=40, mode=mode)
+            assert isinstance(got, Hits) and got == want
+            for field in ("ids", "rows", "scores", "relevance"):
+                a, b = getattr(got, field), getattr(want, field)
+                assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    store = kb._corpus.store
+    rows = np.array([[3, 0, -1, 5, -1]], dtype=np.int64)
+    got = store.hits_matrix(rows, np.ones((1, 5), np.float32))[0]
+    assert got.rows.tolist() == [3, 0, 5] and np.isnan(got.relevance).all()
+    assert got == store.hits(rows[0], np.ones(5, np.float32))

@@ -281,3 +281,34 @@ def test_bad_input():
 
 def test_warmup_runs():
     kernels.warmup()
+
+
+@needs_stemmer
+@settings(max_examples=100 if not JIT_DISABLED else 10, deadline=None)
+@given(
+    text=st.text(alphabet=ALPHABET, max_size=40)
+    | st.lists(st.sampled_from(["runs", "running", "ran", "cell's", "中文", "the", "Connected"]),
+               max_size=8).map(" ".join),
+    stem=st.sampled_from([None, "porter"]),
+    cjk=st.sampled_from(["unigram+bigram", "unigram", "bigram"]),
+)  # fmt: skip
+def test_one_text_equals_the_batch_path(text, stem, cjk):
+    """``tokenize([text])``, a question's short path, gives what the general path gives."""
+    tok = Tokenizer(stem=stem, cjk=cjk)
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    general = Tokenizer(stem=stem, cjk=cjk).tokenize_utf8(data, np.array([0, data.size]))
+    for _ in range(2):  # the second time from the stem cache
+        one = tok.tokenize([text])
+        assert hashes_of(one) == hashes_of(general)
+        assert one.offsets.tolist() == general.offsets.tolist()
+        assert one.hashes.dtype == np.uint64 and not one.hashes.flags.writeable
+    options = {**naive_options(tok), "stem": Stemmer.Stemmer("porter").stemWord if stem else None}
+    assert hashes_of(one) == [naive.token_hashes(text, **options)]
+
+
+def test_one_text_bad_input():
+    tok = Tokenizer()
+    with pytest.raises(DocumentError, match="text at index 0 is not valid Unicode"):
+        tok.tokenize(["lone \ud800 surrogate"])
+    long = "word " * 20_000  # past the short path's size: the general path, same tokens
+    assert len(tok.tokenize([long])[0]) == 20_000

@@ -621,7 +621,8 @@ class BM25Index:
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """:meth:`_search`'s rows and scores: serially for a few queries (no thread switch)."""
         if offsets.size <= _kernels.PARALLEL_MIN_QUERIES:
-            resolve_threads(threads)
+            if threads is not None:
+                resolve_threads(threads)  # checked all the same
             return self._search(hashes, offsets, k, mask, 1, method)[:2]  # type: ignore[return-value]
         with _threads(threads) as n_threads:
             return self._search(hashes, offsets, k, mask, n_threads, method)[:2]  # type: ignore[return-value]

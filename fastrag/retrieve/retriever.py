@@ -35,7 +35,7 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -90,9 +90,8 @@ class Ranked:
     mode: str
 
 
-@dataclass(frozen=True, eq=False)
-class _Legs:
-    """What the legs returned for a batch, and their fusion."""
+class _Legs(NamedTuple):
+    """What the legs returned for a batch, and their fusion (a tuple: built once per call)."""
 
     rows: np.ndarray  # fused (or the one leg's) rows
     scores: np.ndarray
@@ -471,9 +470,17 @@ class Retriever:
         if legs.rows is legs.keyword_rows and weights is not None and legs.query_vectors is None:
             # keyword alone: the share of the question's weight each row scored (padding's
             # -inf and questions of no weight give 0), what the general path below gives
-            ratio = np.zeros(scores.shape, dtype=np.float32)
-            np.divide(scores, weights[:, None], out=ratio, where=weights[:, None] > 0)
-            return np.clip(ratio, 0.0, 1.0, out=ratio)
+            if weights.size == 1:  # one question: its weight is a scalar
+                weight = weights[0]
+                if not weight > 0:
+                    return np.zeros(scores.shape, dtype=np.float32)
+                ratio = np.divide(scores, weight, dtype=np.float32)
+            else:
+                ratio = np.zeros(scores.shape, dtype=np.float32)
+                np.divide(scores, weights[:, None], out=ratio, where=weights[:, None] > 0)
+            # np.clip's ufunc without its Python wrapper (no NaN here: scores are finite or
+            # -inf padding, weights positive)
+            return np.minimum(np.maximum(ratio, 0.0, out=ratio), 1.0, out=ratio)
         if mode == "vector":  # the scores are the cosines already
             relevance = np.clip(scores, 0.0, 1.0).astype(np.float32)
         elif legs.query_vectors is not None:
@@ -551,6 +558,10 @@ class Retriever:
         tuple
             The hits per question, and the :class:`Ranked` arrays they came from.
         """
+        if timer is None and options.reranker is None:  # a retrieval: no stages to time
+            queries = self.rewrite(questions, options, redact=redact, ontology=corpus.ontology)
+            ranked = self.rank(corpus, queries, k, options)
+            return corpus.store.hits_matrix(ranked.rows, ranked.scores, ranked.relevance), ranked
         keep_intent = timer is not None  # an answer records the query's intent
         timer = timer or _no_timer
         with timer("rewrite"):

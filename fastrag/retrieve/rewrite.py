@@ -109,7 +109,11 @@ def _normalise(text: str) -> str:
 
 def intent_of(text: str) -> str:
     """``analytical``, ``procedural`` or ``factual``, by the rules of the module docstring."""
-    lowered = _normalise(text)
+    return _intent(_normalise(text))
+
+
+def _intent(lowered: str) -> str:
+    """:func:`intent_of` of a text :func:`_normalise` gave already."""
     if _ANALYTICAL.search(lowered):
         return "analytical"
     if _PROCEDURAL.search(lowered):
@@ -159,7 +163,7 @@ class QueryRewriter:
             text=question,
             keywords=keywords or text,
             expansions=tuple(expansions),
-            intent=intent_of(question),
+            intent=_intent(text),  # the question normalised above
         )
 
 

@@ -563,6 +563,8 @@ class ChunkStore:
         m, kk = rows.shape
         if kk == 0:
             return [Hits() for _ in range(m)]
+        if m == 1 and len(self.segments) == 1:  # one question (the question path)
+            return [self._hits_one(rows[0], scores[0], None if relevance is None else relevance[0])]
         valid = rows >= 0
         counts = valid.sum(axis=1)
         rows_v, scores_v = rows[valid], scores[valid]
@@ -581,6 +583,27 @@ class ChunkStore:
             )
             start = end
         return out
+
+    def _hits_one(self, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray | None) -> Hits:
+        """:meth:`hits_matrix` of one question of a one-segment store (no flattening)."""
+        row_list = rows.tolist()
+        if min(row_list) < 0:  # padding: only the rows of hits
+            keep = rows >= 0
+            rows, scores = rows[keep], scores[keep]
+            relevance = None if relevance is None else relevance[keep]
+            row_list = rows.tolist()
+        seg = self.segments[0]
+        found = seg.reader.hits(
+            row_list, scores.tolist(),
+            [None] * rows.size if relevance is None else relevance.tolist(),
+        )  # fmt: skip
+        rows = rows.astype(np.int64)  # copies: the hits' arrays are theirs alone, as before
+        rel = (
+            np.full(rows.size, np.nan, np.float32)
+            if relevance is None
+            else relevance.astype(np.float32)
+        )  # fmt: skip
+        return Hits._of(found, seg.chunk_ids[rows], rows, scores.astype(np.float32), rel)
 
     def hit_table(self, rows: np.ndarray, scores: np.ndarray) -> pa.Table:
         """A ``(m, k)`` search result as one table row per (question, hit) (:data:`HIT_TABLE`)."""

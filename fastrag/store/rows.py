@@ -216,8 +216,29 @@ class RowReader:
     def hits(
         self, rows: Sequence[int], scores: Sequence[float], relevance: Sequence[Any]
     ) -> list[Hit]:
-        """Local ``rows`` (Python ints) as :class:`~fastrag.Hit` objects."""
-        return [self.hit(i, s, r) for i, s, r in zip(rows, scores, relevance, strict=True)]
+        """Local ``rows`` (Python ints) as :class:`~fastrag.Hit` objects.
+
+        What :meth:`hit` gives each row, in one loop over local names (a
+        retrieval's ten hits otherwise cost five method calls each).
+        """
+        chunk_id, ords, starts, ends = self.chunk_id, self.ord, self.start, self.end
+        offsets, data = self._text_offsets, self._text_data
+        doc = self.doc_id
+        codes, seen = doc.codes, doc.seen
+        plain_doc = doc.valid.bits is None  # no null doc_id: the cache of decoded ids answers
+        # a segment with no metadata column holding a value: every row's metadata is {}
+        meta = self.meta if self._meta_fields or self._extra is not None else None
+        out = []
+        for i, score, rel in zip(rows, scores, relevance, strict=True):
+            doc_id: Any = seen.get(codes[i], _MISSING) if plain_doc else _MISSING
+            if doc_id is _MISSING:
+                doc_id = doc(i)
+            text = str(data[offsets[i] : offsets[i + 1]], "utf-8")
+            metadata = {} if meta is None else meta(i)
+            out.append(
+                Hit(chunk_id[i], doc_id, ords[i], starts[i], ends[i], text, score, metadata, rel)
+            )
+        return out
 
     def hit(self, i: int, score: float, relevance: float | None) -> Hit:
         """Local row ``i`` as a :class:`~fastrag.Hit`.

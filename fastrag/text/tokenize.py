@@ -367,11 +367,77 @@ class Tokenizer:
         DocumentError
             If a text is not a string (or is null).
         """
+        if threads is None and type(texts) is list and len(texts) == 1 and type(texts[0]) is str:
+            tokens = self._tokenize_one(texts[0])  # a question: the short path
+            if tokens is not None:
+                return tokens
         data, offsets = as_utf8(texts)
         if threads is None and offsets[-1] - offsets[0] < _kernels.PARALLEL_MIN_BYTES:
             return self.tokenize_buffers(data, offsets)  # serial kernels: no thread switch
         with _threads(threads, work=int(offsets[-1] - offsets[0]) * 8):
             return self.tokenize_buffers(data, offsets)
+
+    def _tokenize_one(self, text: str) -> Tokens | None:
+        """:meth:`tokenize` of ``[text]`` with less Python (None: a long text, the usual path).
+
+        What the usual path gives: one encode, the serial tokenize kernel,
+        and the stems of a few words looked up in Python (cached per word
+        hash as before) instead of two kernel calls.
+        """
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DocumentError(f"text at index 0 is not valid Unicode: {exc}") from exc
+        if len(raw) >= _kernels.PARALLEL_MIN_BYTES:
+            return None
+        data = np.frombuffer(raw, dtype=np.uint8)
+        offsets = np.array((0, len(raw)), dtype=np.int64)
+        stemmer = self._stemmer is not None
+        hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
+            data, offsets, self._tables.classes, self._tables.fold, self._stop_hashes,
+            self._cjk_mode, spans=stemmer, parallel=False,
+        )  # fmt: skip
+        if stemmer and hashes.size:
+            hashes = self._stem_few(data, hashes, starts, ends, kinds)
+        hashes.flags.writeable = False
+        tok_offsets.flags.writeable = False
+        return Tokens(hashes, tok_offsets)
+
+    def _stem_few(
+        self,
+        data: np.ndarray,
+        hashes: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        kinds: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`_stem_words` of a question's few tokens, in Python (no kernel calls)."""
+        out = hashes.tolist()
+        cache = self._stem_cache
+        missing: dict[int, list[int]] = {}  # word hash -> its tokens, first-seen order
+        for j, kind in enumerate(kinds.tolist()):
+            if kind == 1:  # a word (CJK tokens are not stemmed)
+                h = out[j]
+                stem = cache.get(h)
+                if stem is None:
+                    missing.setdefault(h, []).append(j)
+                else:
+                    out[j] = stem
+        if missing:
+            table = _translation(self.lowercase)
+            firsts = [tokens[0] for tokens in missing.values()]
+            texts = [
+                data[s:e].tobytes().decode("utf-8", "replace").translate(table)
+                for s, e in zip(starts[firsts].tolist(), ends[firsts].tolist(), strict=True)
+            ]
+            stem_hashes = _hash_strings(self._stem(texts)).tolist()
+            if len(cache) > 2_000_000:  # bound the memory of a long-running service
+                cache.clear()
+            for (h, tokens), stem in zip(missing.items(), stem_hashes, strict=True):
+                cache[h] = stem
+                for j in tokens:
+                    out[j] = stem
+        return np.array(out, dtype=np.uint64)
 
     def tokenize_utf8(
         self, data: np.ndarray, offsets: np.ndarray, *, threads: int | None = None
