@@ -35,10 +35,10 @@ __all__ = ["compile_all", "start_query_compile"]
 # only its whole warm-up compiles (not the demo, see start_query_compile), late: when every
 # job's has a cache index, there is nothing for a child process to do.
 _JOBS: tuple[tuple[tuple[ModuleType, ...], object], ...] = (
-    ((chunking, structure), structure._write_pass),  # 13 + 23
-    ((bm25,), bm25._search_parallel),  # 36
-    ((tokenize, static), static._csr_matmul_pass),  # 18 + 10
-    ((hnsw,), hnsw._search_parallel),  # 12
+    ((chunking, structure), structure._write_pass),  # 12 + 19
+    ((bm25,), bm25._search_parallel),  # 34
+    ((tokenize, static), static._csr_matmul_pass),  # 15 + 11
+    ((hnsw,), hnsw._search_parallel),  # 7
     ((topk,), topk.merge_topk),  # 11
     ((fusion,), fusion.rrf_fuse),  # 6
     ((embedding,), embedding.embed_counts),  # 2.5
