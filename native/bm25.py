@@ -783,7 +783,8 @@ def _exhaustive_one(
             f = _to_score(s)
             if (size == k and f < hs[0]) or (use_mask and not mask[r]):
                 continue
-            size = heap.offer(hs, hr, size, k, f, r)
+            # np.int64: the row type of the dense loop's call (one heap signature, not two)
+            size = heap.offer(hs, hr, size, k, f, np.int64(r))
     _heap_out(hs, hr, size, out_rows, out_scores)
     stats[0] = read
     stats[1] = read
@@ -893,7 +894,7 @@ def _pruned_one(
                     if q < p1s[j] and rows[q] == r:
                         s += weights[q] * mult[j]
                         read += 1
-                size = heap.offer(hs, hr, size, k, _to_score(s), r)
+                size = heap.offer(hs, hr, size, k, _to_score(s), np.int64(r))  # as below
         if size == k:
             lim = _limit_below(hs[0])
     wlo = 0

@@ -119,7 +119,7 @@ def pop(hs: np.ndarray, hr: np.ndarray, size: int) -> int:
     """Remove the root (the worst entry) of a heap of ``size >= 1`` entries; return the new size."""
     size -= 1
     if size > 0:
-        sift_down(hs, hr, size, np.int64(0), hs[size], hr[size])
+        sift_down(hs, hr, size, np.int64(0), hs[size], np.int64(hr[size]))
     return size
 
 
@@ -136,7 +136,7 @@ def contains(hr, size, r):  # pragma: no cover - inlined
 def heapify(hs: np.ndarray, hr: np.ndarray, size: int) -> None:
     """Arrange ``size`` arbitrary entries into heap order (bottom up, ``O(size)``)."""
     for pos in range(size // 2 - 1, -1, -1):
-        sift_down(hs, hr, size, pos, hs[pos], hr[pos])
+        sift_down(hs, hr, size, pos, hs[pos], np.int64(hr[pos]))
 
 
 @kernel
@@ -145,7 +145,7 @@ def sort(hs: np.ndarray, hr: np.ndarray, size: int) -> None:
     # the worst goes to the end first, so the array ends up best first
     for end in range(size - 1, 0, -1):
         s = hs[end]
-        r = hr[end]
+        r = np.int64(hr[end])  # rows go in as int64 whatever ``hr`` holds: one signature each
         hs[end] = hs[0]
         hr[end] = hr[0]
         sift_down(hs, hr, end, np.int64(0), s, r)

@@ -207,8 +207,8 @@ def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, l
         tag = np.uint16(1)
     visited[count] = tag
     bare = n_deleted == 0 and not use_allowed
-    nt = 0
-    nc = 0
+    nt = np.int64(0)  # typed from the start: no Literal[int](0) signature of heap.push
+    nc = np.int64(0)
     ep = cur
     if bare or (not deleted[ep] and (not use_allowed or allowed[labels[ep]])):
         dist = _dist(vecs, 24 + ep * per_w + data_w, q)
@@ -237,8 +237,9 @@ def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, l
                 if nc == cd.size:
                     grown_d = np.empty(2 * cd.size, dtype=cd.dtype)
                     grown_i = np.empty(2 * ci.size, dtype=ci.dtype)
-                    grown_d[:nc] = cd[:nc]
-                    grown_i[:nc] = ci[:nc]
+                    for t in range(nc):  # not a slice assignment: see tokenize's grown
+                        grown_d[t] = cd[t]
+                        grown_i[t] = ci[t]
                     cd = grown_d
                     ci = grown_i
                 nc = heap.push(cd, ci, nc, dist, c)

@@ -124,9 +124,11 @@ def _embed_text(
     dim = row.size
     for j in range(dim):
         row[j] = 0.0
+    # np.int64/np.bool_: the tokenizer's own signature (literals would compile a second one)
     n = _tokenize_text(
-        data, lo, hi, classes, fold, stop, cjk_mode, scratch, empty_i, empty_i, empty_k, 0, False
-    )
+        data, lo, hi, classes, fold, stop, cjk_mode, scratch, empty_i, empty_i, empty_k,
+        np.int64(0), np.bool_(False),
+    )  # fmt: skip
     # Resolve every token first (the hash-table probes overlap), then sum the rows.
     m = 0
     for t in range(n):

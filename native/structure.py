@@ -517,8 +517,9 @@ def _structure_pass(
     """Pass 1 of :func:`structure_utf8`, parallel over documents."""
     classes = byte_classes()
     for i in prange(offsets.size - 1):
+        # np.int64: the gufunc's prange index is uint64 (one signature, not two)
         _structure_doc(
-            i, data, offsets, classes, window, step, uslot, units, cslot, cells, heads,
+            np.int64(i), data, offsets, classes, window, step, uslot, units, cslot, cells, heads,
             clean_bytes, counts, sizes, n_heads, head_sizes,
         )  # fmt: skip
 
@@ -590,8 +591,8 @@ def _write_pass(
     """Pass 2 of :func:`structure_utf8`, parallel over documents."""
     classes = byte_classes()
     for i in prange(offsets.size - 1):
-        _write_doc(
-            i, data, offsets, classes, uslot, cslot, cells, heads, counts, n_heads,
+        _write_doc(  # np.int64(i): see _structure_pass
+            np.int64(i), data, offsets, classes, uslot, cslot, cells, heads, counts, n_heads,
             first_chunk, first_byte, first_head, first_head_byte,
             chunk_doc, chunk_ord, chunk_start, chunk_end, chunk_section, chunk_table, chunk_row,
             text_offsets, text_data, section_offsets, section_data,

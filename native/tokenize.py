@@ -492,11 +492,14 @@ def _distinct_words_pass(hashes, kinds):
             j = table[pos]
             if j < 0:
                 if d == distinct.size:
+                    # element copies: an array-to-array slice assignment compiles
+                    # Numba's shape-mismatch error message (about 2 CPU-s per process)
                     grown = np.empty(2 * d, dtype=np.uint64)
-                    grown[:d] = distinct
-                    distinct = grown
                     grown_first = np.empty(2 * d, dtype=np.int64)
-                    grown_first[:d] = first
+                    for t in range(d):
+                        grown[t] = distinct[t]
+                        grown_first[t] = first[t]
+                    distinct = grown
                     first = grown_first
                 table[pos] = d
                 distinct[d] = key

@@ -1,20 +1,24 @@
 """Compile every kernel signature the engine uses, before the first request.
 
 On a cold cache the kernels are compiled in two processes at once: a child
-process compiles the keyword modules (tokenize and bm25, about half of the
-compile time) and writes them to Numba's on-disk cache while this process
-compiles the others; this process then loads the child's work from the
-cache. Compilation holds the GIL, so a
-second process is the only way to use a second core for it. With the cache
-disabled (``FASTRAG_NUMBA_CACHE=0``), already warm, or the JIT off, all of it
-happens here.
+process and this one take the compile jobs below from one list, each the
+next one the other has not claimed yet (longest first, so that both finish
+at about the same time whichever part of the cache is warm already), and
+each writes its work to Numba's on-disk cache; this process then loads the
+child's share from the cache. Compilation holds the GIL, so a second
+process is the only way to use a second core for it. With the cache
+disabled (``FASTRAG_NUMBA_CACHE=0``), already warm, or the JIT off, all of
+it happens here.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from types import ModuleType
 
 import numba
 
@@ -23,16 +27,22 @@ from ._jit import CACHE
 
 __all__ = ["compile_all", "start_query_compile"]
 
-# Kernel modules compiled by the helper process on a cold cache (measured
-# cold, one process, loaded machine: tokenize 20 s, bm25 19 s; embedding 2,
-# topk 10, fusion 13, chunking 15; structure 23 after chunking, with which
-# it shares helpers), and kernels compiled last by each, whose cache indexes
-# tell whether the child's share is cached already. The two shares are
-# about equal: child tokenize + bm25 + fusion, parent the rest.
-_CHILD_MODULES = ("tokenize", "bm25", "fusion")
-_CHILD_PROBES = (
-    tokenize._replace_words_pass, bm25._search_serial, bm25._search_parallel, fusion.rrf_fuse,
-)  # fmt: skip
+# The compile jobs of a cold cache, longest first, with what each costs (cold, each in its
+# own process on an empty cache, CPU-s under load, 2026-12-02: BENCHMARKS.md "Cold start,
+# second step"). A job's modules compile in one process, in this order: structure calls
+# chunking's helpers and static the tokenizer's kernel, which the later module then has
+# compiled already instead of compiling it again. The second item of each job is a kernel
+# only its whole warm-up compiles (not the demo, see start_query_compile), late: when every
+# job's has a cache index, there is nothing for a child process to do.
+_JOBS: tuple[tuple[tuple[ModuleType, ...], object], ...] = (
+    ((chunking, structure), structure._write_pass),  # 12 + 19
+    ((bm25,), bm25._search_parallel),  # 34
+    ((tokenize, static), static._csr_matmul_pass),  # 15 + 11
+    ((hnsw,), hnsw._search_parallel),  # 7
+    ((topk,), topk.merge_topk),  # 11
+    ((fusion,), fusion.rrf_fuse),  # 6
+    ((embedding,), embedding.embed_counts),  # 2.5
+)
 
 
 def _cached(dispatcher: object) -> bool:
@@ -44,13 +54,10 @@ def _cached(dispatcher: object) -> bool:
     return os.path.exists(index)
 
 
-def _start_child(
-    code: str | None = None, probes: tuple[object, ...] = _CHILD_PROBES
-) -> subprocess.Popen[bytes] | None:
+def _start_child(code: str, probes: tuple[object, ...]) -> subprocess.Popen[bytes] | None:
+    """Run ``code`` in a child Python process, unless there is nothing for it to compile."""
     if not CACHE or numba.config.DISABLE_JIT or all(_cached(d) for d in probes):
         return None
-    if code is None:
-        code = "; ".join(f"from fastrag._native import {m}; {m}.warmup()" for m in _CHILD_MODULES)
     # Run it where the installed package is found first: from a source checkout
     # (whose fastrag/ has no _native) the child could not import the kernels.
     top = sys.modules.get(__name__.split(".")[0])
@@ -68,20 +75,35 @@ def _start_child(
         return None
 
 
+def _run_jobs(claims: str | None) -> None:
+    """Run the warm-ups of every job of :data:`_JOBS` this process claims first.
+
+    A job is claimed by creating its folder in ``claims`` (atomic: the
+    process that fails to create it leaves the job to the other). ``None``:
+    every job, here.
+    """
+    for i, (modules, _) in enumerate(_JOBS):
+        if claims is not None:
+            try:
+                os.mkdir(os.path.join(claims, str(i)))
+            except FileExistsError:
+                continue
+        for module in modules:
+            module.warmup()
+
+
 def compile_all() -> None:
     """Compile (or load from the on-disk cache) every kernel's signatures."""
-    child = _start_child()
-    embedding.warmup()
-    topk.warmup()
-    chunking.warmup()
-    structure.warmup()
-    hnsw.warmup()
-    if child is not None:
-        child.wait()  # success or not, the calls below compile what is missing
-    tokenize.warmup()
-    bm25.warmup()
-    fusion.warmup()
-    static.warmup()  # after tokenize: it calls the tokenizer's kernel
+    claims = tempfile.mkdtemp(prefix="fastrag-compile-")
+    try:
+        code = f"from fastrag._native import warmup; warmup._run_jobs({claims!r})"
+        child = _start_child(code, tuple(probe for _, probe in _JOBS))
+        if child is not None:
+            _run_jobs(claims)
+            child.wait()  # success or not, the calls below compile what is missing
+        _run_jobs(None)  # loads the child's share from the cache
+    finally:
+        shutil.rmtree(claims, ignore_errors=True)
 
 
 _QUERY_CODE = (

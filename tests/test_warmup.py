@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 from conftest import DEMO_PROBE, JIT_DISABLED
+from fastrag._native import embedding, warmup
 
 SCRIPT = textwrap.dedent(
     """
@@ -106,3 +109,49 @@ def test_demo_compiles_its_question_kernels_once_in_a_second_process(tmp_path, c
         hits, misses = stats[name]
         assert hits >= 1 and misses == 0, (name, stats)
     assert stats["pruned"] == [0, 0]
+
+
+def test_every_kernel_module_is_a_compile_job():
+    # compile_all() runs the warm-ups of _JOBS only: a kernel module left out would compile on
+    # its first use instead (and the nothing-compiles check above would name its kernels).
+    with_warmup = {
+        name
+        for _, name, _ in pkgutil.iter_modules([os.path.dirname(warmup.__file__)])
+        if name != "warmup"
+        and hasattr(importlib.import_module(f"fastrag._native.{name}"), "warmup")
+    }
+    jobs = [m.__name__.rsplit(".", 1)[1] for modules, _ in warmup._JOBS for m in modules]
+    assert sorted(jobs) == sorted(with_warmup)
+
+
+@pytest.mark.skipif(JIT_DISABLED, reason="nothing is compiled with the JIT disabled")
+def test_a_claimed_compile_job_is_left_to_the_other_process(tmp_path, compiled_kernels):
+    # compile_all's two processes take its jobs from one list: a job whose folder exists (the
+    # other process claimed it) is skipped, the first free one is claimed and compiled. In a
+    # fresh process (the session's cache: it loads instead of compiling), every job but
+    # embedding's is claimed already: only embedding's kernels gain signatures.
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    mine = [i for i, (modules, _) in enumerate(warmup._JOBS) if modules == (embedding,)]
+    for i in range(len(warmup._JOBS)):
+        if i not in mine:
+            (claims / str(i)).mkdir()
+    code = textwrap.dedent(
+        f"""
+        import json, numba
+        from fastrag._native import bm25, embedding, tokenize, warmup
+
+        warmup._run_jobs({str(claims)!r})
+        print(json.dumps({{m.__name__: sum(len(d.signatures) for d in vars(m).values()
+                                           if isinstance(d, numba.core.registry.CPUDispatcher))
+                          for m in (bm25, embedding, tokenize)}}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    compiled = json.loads(out.stdout.strip().splitlines()[-1])
+    assert compiled["fastrag._native.embedding"] > 0
+    assert compiled["fastrag._native.bm25"] == compiled["fastrag._native.tokenize"] == 0
+    assert sorted(p.name for p in claims.iterdir()) == sorted(map(str, range(len(warmup._JOBS))))
