@@ -211,6 +211,21 @@ def synthetic(n_docs: int) -> None:
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
+def interleaved(rounds, retrieve, answer):
+    """Time ``retrieve(r)`` and ``answer(r)`` for each round r, alternating which goes first.
+
+    Returns the wall and CPU times of each: (retrieve wall, retrieve cpu, answer wall, answer cpu).
+    """
+    rw, rc, aw, ac = [], [], [], []
+    for r in range(rounds):
+        first, second = (answer, retrieve) if r % 2 else (retrieve, answer)
+        for fn in (first, second):
+            w, c = timed(lambda fn=fn: fn(r))
+            (rw if fn is retrieve else aw).append(w)
+            (rc if fn is retrieve else ac).append(c)
+    return rw, rc, aw, ac
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3000)
@@ -256,16 +271,11 @@ def main() -> None:
         print(f"profile of {args.rounds} answer() calls in {args.profile}")
         return
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (under load if > 0.5)")
-    rw, rc, aw, ac = [], [], [], []
-    for r in range(args.rounds):
-        q = questions[r % len(questions)]
-        pair = [("r", lambda q=q: demo.retrieve(q)), ("a", lambda q=q: demo.answer(q))]
-        if r % 2:
-            pair.reverse()
-        for name, fn in pair:
-            w, c = timed(fn)
-            (rw if name == "r" else aw).append(w)
-            (rc if name == "r" else ac).append(c)
+    rw, rc, aw, ac = interleaved(
+        args.rounds,
+        lambda r: demo.retrieve(questions[r % len(questions)]),
+        lambda r: demo.answer(questions[r % len(questions)]),
+    )
     print(
         f"demo knowledge base ({len(demo)} chunks), {args.rounds} interleaved pairs, p50 per call"
     )
@@ -280,15 +290,9 @@ def main() -> None:
     bq = batch_questions(demo, args.batch)
     demo.answer_batch(bq)
     demo.retrieve_batch(bq)
-    bw, bc, ab, ac2 = [], [], [], []
-    for r in range(args.batch_rounds):
-        pair = [("r", lambda: demo.retrieve_batch(bq)), ("a", lambda: demo.answer_batch(bq))]
-        if r % 2:
-            pair.reverse()
-        for name, fn in pair:
-            w, c = timed(fn)
-            (bw if name == "r" else ab).append(w)
-            (bc if name == "r" else ac2).append(c)
+    bw, bc, ab, ac2 = interleaved(
+        args.batch_rounds, lambda r: demo.retrieve_batch(bq), lambda r: demo.answer_batch(bq)
+    )
     per = 1e6 / len(bq)
     print(f"batches of {len(bq)} distinct questions, {args.batch_rounds} interleaved pairs, p50")
     print(

@@ -32,26 +32,34 @@ SCENARIOS = {
 }
 
 
+def run_pacer(teacher, setting, texts):
+    """Embed ``texts`` through a TeacherPacer at ``setting`` (batch, in flight; None: adaptive).
+
+    Returns the pacer's stats, the seconds taken and whether it finished; closes ``teacher``.
+    """
+    from fastrag.embed.pacing import TeacherPacer
+    from fastrag.errors import EmbedderError
+
+    pacer = TeacherPacer(teacher, "document", batch_size=setting[0], max_concurrency=setting[1])
+    t0 = time.perf_counter()
+    ok = True
+    try:
+        pacer.run(texts, 0, lambda block: None)
+    except EmbedderError:
+        ok = False
+    seconds = time.perf_counter() - t0
+    teacher.close()
+    return pacer.stats, seconds, ok
+
+
 def one(setting, texts, per_text, overhead, timeout):
     from _slow_teacher import SlowTeacher
 
     from fastrag import OpenAIEmbedder
-    from fastrag.embed.pacing import TeacherPacer
-    from fastrag.errors import EmbedderError
 
-    batch, conc = setting
     with SlowTeacher(per_text=per_text, overhead=overhead) as server:
         teacher = OpenAIEmbedder(server.base_url, model="m", timeout=timeout)
-        pacer = TeacherPacer(teacher, "document", batch_size=batch, max_concurrency=conc)
-        t0 = time.perf_counter()
-        ok = True
-        try:
-            pacer.run(texts, 0, lambda block: None)
-        except EmbedderError:
-            ok = False
-        seconds = time.perf_counter() - t0
-        teacher.close()
-    s = pacer.stats
+        s, seconds, ok = run_pacer(teacher, setting, texts)
     return (s.texts / seconds if ok else 0.0), s.failed_calls, (s.batch, s.concurrency), ok
 
 

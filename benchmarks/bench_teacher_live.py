@@ -29,12 +29,15 @@ import json
 import os
 import re
 import statistics
-import time
+import sys
+from pathlib import Path
 from typing import Any
 
-from fastrag import OpenAIEmbedder
-from fastrag.embed.pacing import TeacherPacer
-from fastrag.errors import EmbedderError
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_teacher import run_pacer  # noqa: E402
+
+from fastrag import OpenAIEmbedder  # noqa: E402
 
 
 def corpus_texts(path: str, rounds: int, n_chunks: int) -> tuple[list[str], list[str]]:
@@ -63,16 +66,7 @@ def one(args: argparse.Namespace, setting: tuple[int | None, int | None], texts:
     teacher = OpenAIEmbedder(
         args.url, api_key="unused", model=args.model, input_type=input_type, **kwargs
     )
-    pacer = TeacherPacer(teacher, "document", batch_size=setting[0], max_concurrency=setting[1])
-    t0 = time.perf_counter()
-    ok = True
-    try:
-        pacer.run(texts, 0, lambda block: None)
-    except EmbedderError:
-        ok = False
-    seconds = time.perf_counter() - t0
-    teacher.close()
-    s = pacer.stats
+    s, seconds, ok = run_pacer(teacher, setting, texts)
     return {
         "rate": s.texts / seconds if ok else 0.0,
         "seconds": seconds,

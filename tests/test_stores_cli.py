@@ -77,13 +77,19 @@ def test_successive_cli_calls_in_one_process_release_a_qdrant_local_store(tmp_pa
         assert [h.chunk_id for h in kb.retrieve(QUESTION, 4)] == [h["chunk_id"] for h in hits]
 
 
+def _saved_kb(engine: str, tmp_path):
+    """A small knowledge base with its vectors in ``engine``, saved to tmp_path/kb."""
+    kb_dir = tmp_path / "kb"
+    with KnowledgeBase.build(_docs(6), index=_spec(engine, tmp_path), window=120) as kb:
+        kb.save(kb_dir)
+    return kb_dir
+
+
 @pytest.mark.parametrize("engine", ["qdrant", "milvus"])
 def test_serve_workers_refuse_a_store_one_process_locks(engine, tmp_path):
     """fastrag serve --workers 2 on Qdrant local / Milvus Lite: a clear error, exit 1, no server."""
     _need(engine)
-    kb_dir = tmp_path / "kb"
-    with KnowledgeBase.build(_docs(6), index=_spec(engine, tmp_path), window=120) as kb:
-        kb.save(kb_dir)
+    kb_dir = _saved_kb(engine, tmp_path)
     port = free_port()
     run = _fastrag(
         "serve", "--workers", "2", "--port", str(port), "--kb", f"kb={kb_dir}",
@@ -104,9 +110,7 @@ def test_serve_from_python_refuses_workers_on_a_store_one_process_locks(engine, 
     from fastrag.serve.run import serve
     from fastrag.serve.settings import ServeSettings
 
-    kb_dir = tmp_path / "kb"
-    with KnowledgeBase.build(_docs(6), index=_spec(engine, tmp_path), window=120) as kb:
-        kb.save(kb_dir)
+    kb_dir = _saved_kb(engine, tmp_path)
     port = free_port()
     with pytest.raises(ConfigError, match="--workers 2: knowledge base 'kb'"):
         serve(ServeSettings(kbs=(("kb", str(kb_dir)),)), port=port, workers=2)
@@ -120,9 +124,7 @@ def test_serve_workers_allow_stores_every_process_opens(engine, tmp_path):
     _need(engine)
     from fastrag.serve.run import check_workers
 
-    kb_dir = tmp_path / "kb"
-    with KnowledgeBase.build(_docs(6), index=_spec(engine, tmp_path), window=120) as kb:
-        kb.save(kb_dir)
+    kb_dir = _saved_kb(engine, tmp_path)
     check_workers([("kb", str(kb_dir))], 4)  # raises for a store one process locks
 
 

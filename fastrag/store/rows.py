@@ -243,12 +243,9 @@ class RowReader:
     def hit(self, i: int, score: float, relevance: float | None) -> Hit:
         """Local row ``i`` as a :class:`~fastrag.Hit`.
 
-        What :meth:`record` and :func:`metadata_of` give.
+        What :meth:`record` and :func:`metadata_of` give (:meth:`hits` of one row).
         """
-        return Hit(
-            self.chunk_id[i], self.doc_id(i), self.ord[i], self.start[i], self.end[i],
-            self.text(i), score, self.meta(i), relevance,
-        )  # fmt: skip
+        return self.hits((i,), (score,), (relevance,))[0]
 
     def record(self, i: int) -> dict[str, Any]:
         """Local row ``i`` as the dict ``Table.to_pylist`` would give (every column but vector)."""

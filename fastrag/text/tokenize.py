@@ -392,16 +392,7 @@ class Tokenizer:
             return None
         data = np.frombuffer(raw, dtype=np.uint8)
         offsets = np.array((0, len(raw)), dtype=np.int64)
-        stemmer = self._stemmer is not None
-        hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
-            data, offsets, self._tables.classes, self._tables.fold, self._stop_hashes,
-            self._cjk_mode, spans=stemmer, parallel=False,
-        )  # fmt: skip
-        if stemmer and hashes.size:
-            hashes = self._stem_few(data, hashes, starts, ends, kinds)
-        hashes.flags.writeable = False
-        tok_offsets.flags.writeable = False
-        return Tokens(hashes, tok_offsets)
+        return self._run(data, offsets, spans=self._stemmer is not None, few=True)[0]
 
     def _stem_few(
         self,
@@ -501,18 +492,22 @@ class Tokenizer:
         return self._run(data, offsets, spans=True)
 
     def _run(
-        self, data: np.ndarray, offsets: np.ndarray, *, spans: bool
+        self, data: np.ndarray, offsets: np.ndarray, *, spans: bool, few: bool = False
     ) -> tuple[Tokens, np.ndarray]:
         """The tokenize kernel, then stemming; the tokens and (with ``spans``) their start bytes.
 
         Spans are what stemming reads, so a stemming tokenizer asks for them either way.
+        ``few``: a question's tokens, by the serial kernel, stemmed in Python
+        (:meth:`_stem_few`) instead of by the stemming kernels.
         """
         classes, fold = self._tables.classes, self._tables.fold
         hashes, tok_offsets, starts, ends, kinds = _kernels.tokenize_utf8(
-            data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=spans
-        )
-        if self._stemmer is not None:
-            hashes = self._stem_words(data, hashes, starts, ends, kinds)
+            data, offsets, classes, fold, self._stop_hashes, self._cjk_mode, spans=spans,
+            parallel=False if few else None,
+        )  # fmt: skip
+        if self._stemmer is not None and hashes.size:
+            stem = self._stem_few if few else self._stem_words
+            hashes = stem(data, hashes, starts, ends, kinds)
         hashes.flags.writeable = False
         tok_offsets.flags.writeable = False
         return Tokens(hashes, tok_offsets), starts
