@@ -232,8 +232,8 @@ def main() -> int:
             "exact,hnsw,faiss,faiss:HNSW32,faiss:IVF256,Flat,lancedb,lancedb?index=IVF_HNSW_SQ,"
             "qdrant,milvus"
         ),
-        help="comma-separated: exact, hnsw, faiss[:factory] (a factory's own commas are kept), "
-        "lancedb[?index=...], qdrant, milvus",
+        help="comma-separated: exact, hnsw[?ef_search=N&M=N], faiss[:factory][?ef_search=N] "
+        "(a factory's own commas are kept), lancedb[?index=...&ef=N], qdrant, milvus",
     )
     args = ap.parse_args()
     singles = args.latency_questions
@@ -294,7 +294,7 @@ def main() -> int:
         m0 = rss_mb()
         t0 = time.perf_counter()
         print(f"  [{time.perf_counter() - _T0:7.1f} s] {spec}: start", file=sys.stderr, flush=True)
-        if spec in ("exact", "hnsw"):
+        if spec == "exact" or spec.split("?")[0] == "hnsw":
             with Stage(spec, "build"):
                 if spec == "exact":
                     index = exact
@@ -302,7 +302,7 @@ def main() -> int:
                     from fastrag.index.graph import GraphIndex
                     from fastrag.index.hnsw import HnswConfig, HnswIndex
 
-                    graph = HnswIndex.build(x, ids, HnswConfig())
+                    graph = HnswIndex.build(x, ids, HnswConfig(**hnsw_options(spec)))
                     index = GraphIndex(graph, ids, exact)
             build = time.perf_counter() - t0
             mem = rss_mb() - m0
@@ -382,6 +382,22 @@ def main() -> int:
             file=sys.stderr, flush=True,
         )  # fmt: skip
     return 0
+
+
+def hnsw_options(spec: str) -> dict[str, int]:
+    """``HnswConfig`` fields from ``hnsw?ef_search=1024&M=32`` (none from ``hnsw``)."""
+    from urllib.parse import parse_qsl
+
+    from fastrag.index.hnsw import HnswConfig
+
+    known = {"M", "ef_construction", "ef_search", "random_seed"}
+    out = {}
+    for key, value in parse_qsl(spec.partition("?")[2], strict_parsing=False):
+        if key not in known:
+            raise SystemExit(f"{spec}: unknown HNSW option {key!r} (known: {sorted(known)})")
+        out[key] = int(value)
+    HnswConfig(**out)  # its own checks
+    return out
 
 
 def print_row(row: dict, cols) -> None:

@@ -44,7 +44,9 @@ def _docs(draw_meta: list[dict], prefix: str) -> list[dict]:
     return out
 
 
-def _reference(kb: KnowledgeBase, rows: np.ndarray) -> list[Hit]:
+def _reference(
+    kb: KnowledgeBase, rows: np.ndarray, scores: np.ndarray, relevance: np.ndarray
+) -> list[Hit]:
     store = kb._corpus.store
     records = store.rows(rows).to_pylist()
     return [
@@ -55,11 +57,11 @@ def _reference(kb: KnowledgeBase, rows: np.ndarray) -> list[Hit]:
             r["start"],
             r["end"],
             r["text"],
-            0.5,
+            float(score),
             metadata_of(r),
-            0.25,
+            float(rel),
         )  # fmt: skip
-        for r in records
+        for r, score, rel in zip(records, scores, relevance, strict=True)
     ]
 
 
@@ -81,9 +83,11 @@ def test_hits_equal_pyarrow_rows(first, second, delete, data):
         data.draw(st.lists(st.integers(0, store.n_rows - 1), min_size=1, max_size=12)),
         dtype=np.int64,
     )
-    n = rows.size
-    got = store.hits(rows, np.full(n, 0.5, np.float32), np.full(n, 0.25, np.float32))
-    assert got == _reference(kb, rows)
+    # each row its own score and relevance: a hit paired with another row's score fails
+    scores = np.arange(rows.size, dtype=np.float32) + 0.5
+    relevance = (np.arange(rows.size, dtype=np.float32) + 1) / (rows.size + 1)
+    got = store.hits(rows, scores, relevance)
+    assert got == _reference(kb, rows, scores, relevance)
     for h in got:  # the types a caller sees, not numpy scalars
         assert type(h.chunk_id) is int and type(h.ord) is int and type(h.start) is int
         if "updated_at" in h.metadata:

@@ -532,13 +532,18 @@ class ChunkStore:
             segments = self.segments
             if len(segments) == 1:
                 return segments[0].reader.hits(rows.tolist(), score_list, rel)
+            # one reader.hits() call per segment, then the hits back in the order of rows
             seg, local = self.locate(rows)
-            seg_list = seg.tolist()
-            readers = {s: segments[s].reader for s in set(seg_list)}
-            return [
-                readers[s].hit(i, sc, rv)
-                for s, i, sc, rv in zip(seg_list, local.tolist(), score_list, rel, strict=True)
-            ]
+            out: list[Hit | None] = [None] * rows.size
+            for s in np.unique(seg).tolist():
+                where = np.flatnonzero(seg == s)
+                at = where.tolist()
+                found = segments[s].reader.hits(
+                    local[where].tolist(), [score_list[j] for j in at], [rel[j] for j in at]
+                )
+                for j, hit in zip(at, found, strict=True):
+                    out[j] = hit
+            return out  # type: ignore[return-value]  # every slot was filled above
         records = self.records(rows)
         rel = [None] * rows.size if relevance is None else relevance.tolist()
         return [
