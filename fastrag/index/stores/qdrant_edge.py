@@ -436,4 +436,9 @@ class QdrantEdgeStore(LocatedStore):
             answers = [shard.query(requests[0])]
         else:
             answers = shard.query_batch(qe.QueryBatchRequest(requests))
-        return self._pad([[(int(p.id), float(p.score)) for p in a] for a in answers], k)
+        if all(len(a) == k for a in answers):  # full answers: straight into arrays (~9 us less)
+            return (
+                np.array([[p.id for p in a] for a in answers], np.int64).reshape(-1, k),
+                np.array([[p.score for p in a] for a in answers], np.float32).reshape(-1, k),
+            )
+        return self._pad([[(p.id, p.score) for p in a] for a in answers], k)
