@@ -28,6 +28,13 @@ call; after a write call the shard is optimized (the HNSW graph built over
 the new rows: ``optimize()``) and flushed. Qdrant Edge locks its directory:
 one process at a time opens it (another gets a :class:`SearchIndexError`
 saying so); in this process every store of one directory shares one shard.
+
+qdrant-edge-py 0.9 keeps the GIL while it searches and while it optimizes:
+questions from several threads of one process take turns (400 exact
+searches of a 6,000 x 64 shard took 0.062 s from one thread, 0.075 s from
+two), and a write's graph build pauses the process's other Python threads
+(building that shard's graph took 5.4 s, in which a thread searching every
+10 ms was answered once).
 """
 
 from __future__ import annotations
