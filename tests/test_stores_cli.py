@@ -319,6 +319,28 @@ def test_qdrant_edge_options_are_parsed_recorded_and_checked(tmp_path):
             parse_store(bad)
 
 
+def test_qdrant_edge_reattach_checks_the_shard(tmp_path):
+    """A shard of other vectors, or none, is a StoreCorruptedError; the right one reattaches."""
+    _need("qdrant-edge")
+    from fastrag.errors import StoreCorruptedError
+    from fastrag.index.stores import parse_store
+
+    x = _unit(np.random.default_rng(2), 40)
+    spec = f"qdrant-edge:{tmp_path}/r"
+    store, _, _ = _store_view(spec, x)
+    store.close()
+    again = parse_store(spec)
+    with pytest.raises(StoreCorruptedError, match="dimension"):
+        again.attach(8, None, {})
+    again.attach(16, None, {})
+    assert again.count() == 40
+    with pytest.raises(StoreCorruptedError, match="dimension"):  # this process has it open
+        parse_store(spec).attach(8, None, {})
+    again.close()
+    with pytest.raises(StoreCorruptedError, match="no shard"):
+        parse_store(f"qdrant-edge:{tmp_path}/none").attach(16, None, {})
+
+
 def test_qdrant_edge_directory_is_held_by_one_process(tmp_path):
     """Another process cannot open the shard while this one holds it: a clear error, exit 1.
 

@@ -282,7 +282,8 @@ class QdrantEdgeStore(LocatedStore):
                 raise
             if held is None:
                 held = _shards[self.shard_path] = _Shard(shard, dim)
-            held.shard, held.dim = shard, dim
+            else:
+                held.shard, held.dim = shard, dim
             held.users += 1
             self._held = held
         self._dim = dim
@@ -293,7 +294,8 @@ class QdrantEdgeStore(LocatedStore):
         self.close()
         self._dim = dim
         held = self._open()
-        if held.dim != dim:
+        if held.dim != dim:  # opened by another store of this process, for other vectors
+            self.close()
             raise StoreCorruptedError(
                 f"qdrant-edge store {self.where()}: vectors of dimension {held.dim}, the "
                 f"knowledge base has {dim}"
@@ -318,7 +320,8 @@ class QdrantEdgeStore(LocatedStore):
                         raise self._busy() from exc
                     if "incompatible" in str(exc).lower():
                         raise StoreCorruptedError(
-                            f"qdrant-edge store {self.where()}: {exc}"
+                            f"qdrant-edge store {self.where()}: not a shard of vectors of the "
+                            f"knowledge base's dimension {self._dim} ({exc})"
                         ) from exc
                     raise
                 held = _shards[self.shard_path] = _Shard(shard, self._dim)
