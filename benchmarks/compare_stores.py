@@ -2,8 +2,9 @@
 
 The same N x 384 unit vectors (default 100,000) and 300 questions for every
 store: FAISS (Flat, HNSW32), LanceDB (flat), Qdrant local, Milvus Lite,
-beside fastrag's own exact and HNSW indexes; FAISS IVF256,Flat and LanceDB
-with its IVF_HNSW_SQ index are the ANN configurations beside them. Per store:
+beside fastrag's own exact and HNSW indexes; FAISS IVF256,Flat, LanceDB
+with its IVF_HNSW_SQ index and Qdrant Edge (its HNSW graph, in process) are
+the ANN configurations beside them. Per store:
 whether its top-10 equals fastrag's exact top-10 (``same``), recall@10
 against exact (no filter, and filters keeping 10 % and 1 % of the rows),
 whether every filtered question got k results, questions/s, p50/p99 of one
@@ -21,8 +22,13 @@ Real run:   python benchmarks/compare_stores.py          (on a quiet machine)
 Qdrant's local mode is skipped beyond ``--qdrant-max`` vectors (default
 20,000): its writes are one SQLite transaction per call through the adapter,
 but its search is brute force in Python with a filter checked point by point
-(at 20,000 its rows alone took over 10 minutes on a loaded machine). ``mem_MB`` counts this
-process and its children (the Milvus Lite server).
+(at 20,000 its rows alone took over 10 minutes on a loaded machine); Qdrant
+Edge (``qdrant-edge``, Qdrant's engine in process) runs at every size. Its
+graph is built only over segments of its indexing threshold and more (the
+engine's default: 5,000 x 384 vectors stayed a plain segment, 8,000 x 384 were
+indexed); a smoke run below it searches plain segments, exactly, unless the
+store says ``qdrant-edge?indexing_threshold=1``. ``mem_MB`` counts this process and its
+children (the Milvus Lite server).
 """
 
 from __future__ import annotations
@@ -177,6 +183,28 @@ def client_search(store, engine: str, k: int):
             return client.query_batch_points(store.collection, requests=requests)
 
         return run
+    if engine == "qdrant-edge":
+        import qdrant_edge as qe
+
+        shard = store._live()
+        params = qe.SearchParams(hnsw_ef=store.ef, exact=store.exact)
+
+        def run(q):
+            requests = [
+                qe.QueryRequest(
+                    limit=k,
+                    query=qe.Query.Nearest(v),
+                    params=params,
+                    with_payload=False,
+                    with_vector=False,
+                )  # fmt: skip
+                for v in q.tolist()
+            ]
+            if len(requests) == 1:
+                return shard.query(requests[0])
+            return shard.query_batch(qe.QueryBatchRequest(requests))
+
+        return run
     if engine == "milvus":
         client = store.client
 
@@ -230,10 +258,11 @@ def main() -> int:
         "--stores",
         default=(
             "exact,hnsw,faiss,faiss:HNSW32,faiss:IVF256,Flat,lancedb,lancedb?index=IVF_HNSW_SQ,"
-            "qdrant,milvus"
+            "qdrant,qdrant-edge,milvus"
         ),
         help="comma-separated: exact, hnsw[?ef_search=N&M=N], faiss[:factory][?ef_search=N] "
-        "(a factory's own commas are kept), lancedb[?index=...&ef=N], qdrant, milvus",
+        "(a factory's own commas are kept), lancedb[?index=...&ef=N], qdrant, "
+        "qdrant-edge[?ef=...&indexing_threshold=...], milvus",
     )
     args = ap.parse_args()
     singles = args.latency_questions
@@ -271,7 +300,7 @@ def main() -> int:
             and specs[-1].startswith("faiss:")
             and part
             and part.split(":")[0].split("?")[0]
-            not in ("exact", "hnsw", "faiss", "lancedb", "qdrant", "milvus")
+            not in ("exact", "hnsw", "faiss", "lancedb", "qdrant", "qdrant-edge", "milvus")
         ):
             specs[-1] += "," + part
         elif part:
@@ -322,6 +351,7 @@ def main() -> int:
         target = {
             "lancedb": f"lancedb:{where}-lance",
             "qdrant": f"qdrant:{where}-qdrant",
+            "qdrant-edge": f"qdrant-edge:{where}-edge",
             "milvus": f"milvus:{where}-milvus.db",
         }.get(engine)
         target = spec if target is None else target + (f"?{options}" if options else "")

@@ -94,7 +94,8 @@ def _check_index(index: str | VectorStore, *, allow_auto: bool) -> str | VectorS
     if index not in kinds:
         raise ConfigError(
             f"index must be one of {', '.join(map(repr, kinds))} or a vector store "
-            f"('faiss', 'lancedb:/dir', 'qdrant:/dir', 'milvus:/file.db', ...); got {index!r}"
+            f"('faiss', 'lancedb:/dir', 'qdrant:/dir', 'qdrant-edge:/dir', 'milvus:/file.db', "
+            f"...); got {index!r}"
         )
     return index
 
@@ -163,7 +164,7 @@ class KnowledgeBase:
         ``"auto"`` (exact below 5,000 chunks or when HNSW recall@10 is under
         0.95), or an external vector store: ``"faiss"``,
         ``"faiss:IVF1024,Flat"``, ``"lancedb:/abs/dir"``, ``"qdrant:/abs/dir"``,
-        ``"qdrant://host:6333"``, ``"milvus:/abs/file.db"``,
+        ``"qdrant://host:6333"``, ``"qdrant-edge:/abs/dir"``, ``"milvus:/abs/file.db"``,
         ``"milvus://host:19530"`` or a :class:`~fastrag.index.stores.VectorStore`
         (README, "Vector stores"); ``keyword`` builds the BM25 indexes (``tokenizer`` default
         ``Tokenizer(stem="porter")``); ``retrieval`` sets the default mode,

@@ -1,9 +1,12 @@
-"""External vector stores (FAISS, LanceDB, Qdrant local, Milvus Lite) behind VectorIndex.
+"""External vector stores (FAISS, LanceDB, Qdrant local and Edge, Milvus Lite) behind VectorIndex.
 
 Every engine runs for real, in this process or started by the test from a
 temporary directory, offline. Sizes are small: Qdrant's local mode still
 writes every point to SQLite one statement at a time (the adapter makes a
-call one transaction, not one per point).
+call one transaction, not one per point). Qdrant Edge runs with indexing and
+full-scan thresholds of 1 KB, so that even these small sets are searched
+through its HNSW graph (a filter through the graph with its payload
+indexes), not by brute force.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ ENGINES = {
     "faiss": "faiss",
     "lancedb": "lancedb",
     "qdrant": "qdrant_client",
+    "qdrant-edge": "qdrant_edge",
     "milvus": "milvus_lite",
 }
+
+EDGE_OPTIONS = "indexing_threshold=1&full_scan_threshold=1"
+"""Qdrant Edge builds its HNSW graph over segments of 1 KB and more, and consults it."""
 
 
 def _spec(engine: str, tmp_path) -> str:
@@ -35,6 +42,7 @@ def _spec(engine: str, tmp_path) -> str:
         "faiss": "faiss",
         "lancedb": f"lancedb:{tmp_path}/lance",
         "qdrant": f"qdrant:{tmp_path}/qdrant",
+        "qdrant-edge": f"qdrant-edge:{tmp_path}/edge?{EDGE_OPTIONS}",
         "milvus": f"milvus:{tmp_path}/milvus.db",
     }[engine]
 
@@ -241,6 +249,8 @@ def _break(engine, kb, tmp_path):
         (tmp_path / "lance").write_text("not a directory")
     elif engine == "qdrant":
         store.client.close()  # the local instance refuses every call from now on
+    elif engine == "qdrant-edge":
+        store._live().close()  # the shard refuses every call from now on
     elif engine == "milvus":
         from milvus_lite.server_manager import server_manager_instance
 
@@ -364,11 +374,11 @@ def test_cli_index_query_serve_and_load_on_each_store(engine, tmp_path, capsys):
     loaded.close()
 
 
-@pytest.mark.parametrize("name", ["qdrant"])
+@pytest.mark.parametrize("name", ["qdrant", "qdrant-edge"])
 def test_fastrag_serve_process_reattaches_to_a_local_store(name, tmp_path):
     """fastrag serve in its own process opens the store the manifest names (local mode locks it).
 
-    Qdrant's local directory is held by one process at a time: the index run
+    Qdrant's local directory (and Qdrant Edge's) is held by one process at a time: the index run
     releases it when it exits, the server takes it, this process after the
     server. (Milvus Lite is served in process by the test above; its server
     start is too slow for a second process in the test budget.)
@@ -503,21 +513,24 @@ def _store_rows(n: int, dim: int = 8):
 @pytest.mark.parametrize(
     ("name", "n", "deletes"),
     [("faiss", 10_500, 10_000), ("lancedb", 10_500, 10_000), ("milvus", 10_500, 10_000),
-     ("qdrant", 2_500, 2_000)],
+     ("qdrant-edge", 10_500, 10_000), ("qdrant", 2_500, 2_000)],
 )  # fmt: skip
 def test_many_deletes_in_one_call(name, n, deletes, tmp_path):
     """Thousands of ids in one delete call remove exactly those rows (LanceDB: in one commit).
 
     Qdrant's local mode runs smaller (it still writes one SQLite statement per
     point, in one transaction per call); 10,000 of its deletes are timed by
-    benchmarks/compare_stores.py.
+    benchmarks/compare_stores.py. Qdrant Edge runs with its default indexing
+    threshold here (a plain segment: building the graph over 10,500 points
+    would be most of the test; deletes from a graph are in the tests above).
     """
     if importlib.util.find_spec(ENGINES[name]) is None:
         pytest.skip(f"{ENGINES[name]} is not installed")
     from fastrag.index.stores import parse_store
     from fastrag.index.stores.base import write_rows
 
-    store = parse_store(_spec(name, tmp_path))
+    spec = _spec(name, tmp_path).split("?")[0]  # qdrant-edge: without EDGE_OPTIONS
+    store = parse_store(spec)
     ids, vectors, payload = _store_rows(n)
     store.create(vectors.shape[1])
     store.train(vectors)
@@ -534,8 +547,8 @@ def test_many_deletes_in_one_call(name, n, deletes, tmp_path):
     found, _ = store.search(vectors[deletes : deletes + 3], 1)  # survivors are found as themselves
     assert found[:, 0].tolist() == ids[deletes : deletes + 3].tolist()
     store.close()
-    if name in ("lancedb", "qdrant", "milvus"):  # on disk too: a new client sees the same
-        again = parse_store(_spec(name, tmp_path))
+    if name != "faiss":  # on disk too: a new client sees the same
+        again = parse_store(spec)
         again.attach(vectors.shape[1], None, {})
         assert again.count() == n - deletes
         again.close()

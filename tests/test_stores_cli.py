@@ -1,7 +1,7 @@
 """The command line over the external stores: what it holds open, and what it refuses.
 
-Qdrant's local mode and Milvus Lite lock their directory or file: one
-process at a time opens them. Every CLI command closes the knowledge bases
+Qdrant's local mode, Qdrant Edge and Milvus Lite lock their directory or
+file: one process at a time opens them. Every CLI command closes the knowledge bases
 it opened (so a second command in the same process, or another process,
 opens the store next), and ``fastrag serve --workers N`` refuses such a
 knowledge base before any worker starts, with a message saying why and
@@ -44,19 +44,31 @@ def _hits(text: str) -> list[int]:
     return [h["chunk_id"] for h in orjson.loads(text.splitlines()[0])["hits"]]
 
 
-def test_successive_cli_calls_in_one_process_release_a_qdrant_local_store(tmp_path, capsys):
+def _held_here(engine: str, spec: str) -> bool:
+    """Whether this process still has the local store ``spec`` names open."""
+    where = spec.split(":", 1)[1].split("?", 1)[0]
+    if engine == "qdrant":
+        from fastrag.index.stores.qdrant import _local_clients
+
+        return where in _local_clients
+    from fastrag.index.stores.qdrant_edge import _shards
+
+    return any(path.startswith(where) for path in _shards)
+
+
+@pytest.mark.parametrize("engine", ["qdrant", "qdrant-edge"])
+def test_successive_cli_calls_in_one_process_release_a_local_store(engine, tmp_path, capsys):
     """index, query, query, sync-index in one process; then another process opens the store.
 
     A command that left its knowledge base open would keep the directory's
     lock in this process: the child's ``fastrag query`` would fail on it.
     """
-    _need("qdrant")
+    _need(engine)
     from fastrag.cli import main
-    from fastrag.index.stores.qdrant import _local_clients
 
     src = _source_folder(tmp_path)
     kb_dir = tmp_path / "kb"
-    spec = _spec("qdrant", tmp_path)
+    spec = _spec(engine, tmp_path)
     assert main(["index", str(src), "--kb", str(kb_dir), "--index", spec]) == 0
     capsys.readouterr()
     found = []
@@ -68,7 +80,7 @@ def test_successive_cli_calls_in_one_process_release_a_qdrant_local_store(tmp_pa
     assert main(["index", str(src), "--kb", str(kb_dir)]) == 0  # the sync path
     assert main(["info", str(kb_dir)]) == 0
     capsys.readouterr()
-    assert spec.split(":", 1)[1] not in _local_clients  # no client of the directory left open
+    assert not _held_here(engine, spec)  # no client of the directory left open
     child = _fastrag("query", str(kb_dir), QUESTION, "-k", "4", "--json", cwd=tmp_path)
     assert child.returncode == 0, child.stderr
     hits = orjson.loads(child.stdout.splitlines()[0])["hits"]
@@ -85,9 +97,9 @@ def _saved_kb(engine: str, tmp_path):
     return kb_dir
 
 
-@pytest.mark.parametrize("engine", ["qdrant", "milvus"])
+@pytest.mark.parametrize("engine", ["qdrant", "qdrant-edge", "milvus"])
 def test_serve_workers_refuse_a_store_one_process_locks(engine, tmp_path):
-    """fastrag serve --workers 2 on Qdrant local / Milvus Lite: a clear error, exit 1, no server."""
+    """fastrag serve --workers 2 on Qdrant local / Edge / Milvus Lite: a clear error, exit 1, no server."""
     _need(engine)
     kb_dir = _saved_kb(engine, tmp_path)
     port = free_port()
@@ -102,7 +114,7 @@ def test_serve_workers_refuse_a_store_one_process_locks(engine, tmp_path):
     assert "Uvicorn running" not in run.stderr and "Started" not in run.stderr  # before workers
 
 
-@pytest.mark.parametrize("engine", ["qdrant", "milvus"])
+@pytest.mark.parametrize("engine", ["qdrant", "qdrant-edge", "milvus"])
 def test_serve_from_python_refuses_workers_on_a_store_one_process_locks(engine, tmp_path):
     """fastrag.serve.run.serve(workers=2) refuses as the CLI does, before it binds the port."""
     _need(engine)
@@ -239,3 +251,122 @@ def test_qdrant_local_write_leaves_the_connection_settings_as_they_were(tmp_path
     rows = view.search(_unit(rng, 3), 5, mask=np.arange(50) % 2 == 1)[0]
     assert (rows % 2 == 1).all()
     store.close()
+
+
+# -- Qdrant Edge: its graph, its options, its directory lock ---------------------------------
+
+
+def _recall(rows, truth) -> float:
+    return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(rows, truth, strict=True)]))
+
+
+def test_qdrant_edge_searches_through_its_hnsw_graph_with_filters(tmp_path):
+    """Its graph is built over every point and searched; recall and full k under filters hold.
+
+    The filters go down as a Qdrant filter (plan ``native``) over the payload
+    indexes; exact=1 on the same shard settings answers as exact search.
+    """
+    _need("qdrant-edge")
+    from fastrag.index.stores import Condition, Pushdown
+
+    rng = np.random.default_rng(11)
+    x = _unit(rng, 1500)
+    spec = f"qdrant-edge:{tmp_path}/e?indexing_threshold=1&full_scan_threshold=1&ef=128"
+    store, view, exact = _store_view(spec, x)
+    info = store._live().info()
+    assert info.indexed_vectors_count == info.points_count == 1500  # the graph holds them all
+    qs = _unit(rng, 30)
+    assert _recall(view.search(qs, 10)[0], exact.search(qs, 10)[0]) >= 0.95
+    doc = np.array([i % 7 for i in range(1500)])
+    for keep in ([0, 1], [3]):  # ~29 % and ~14 % of the rows, through the graph's filter
+        mask = np.isin(doc, keep)
+        push = Pushdown((Condition("doc_id", "string", "in", tuple(f"d{i}" for i in keep)),))
+        rows = view.search(qs, 10, mask=mask, pushdown=push)[0]
+        assert (rows >= 0).all() and mask[rows].all()
+        assert _recall(rows, exact.search(qs, 10, mask=mask)[0]) >= 0.95
+    assert store.plans["native"] >= 2
+    store.close()
+    same, view, exact = _store_view(f"qdrant-edge:{tmp_path}/x?exact=1", x)
+    np.testing.assert_array_equal(view.search(qs, 10)[0], exact.search(qs, 10)[0])
+    same.close()
+
+
+def test_qdrant_edge_options_are_parsed_recorded_and_checked(tmp_path):
+    _need("qdrant-edge")
+    from fastrag.errors import ConfigError
+    from fastrag.index.stores import parse_store, store_from_record
+
+    spec = (
+        f"qdrant-edge:{tmp_path}/o?collection=kb1&ef=64&exact=1&m=8&ef_construct=50"
+        "&full_scan_threshold=100&indexing_threshold=2000"
+    )
+    store = parse_store(spec)
+    record = store.describe()
+    assert record == {
+        "engine": "qdrant-edge", "path": str(tmp_path / "o"), "collection": "kb1", "ef": 64,
+        "exact": True, "m": 8, "ef_construct": 50, "full_scan_threshold": 100,
+        "indexing_threshold": 2000,
+    }  # fmt: skip
+    assert store_from_record(record).describe() == record
+    default = parse_store(f"qdrant-edge:{tmp_path}/o").describe()
+    assert (default["ef"], default["exact"], default["ef_construct"]) == (256, False, 200)
+    assert default["indexing_threshold"] is None and default["collection"] == "fastrag"
+    for bad in ("?ef=0", "?exact=maybe", "?m=x", "?bogus=1", "?collection=../up"):
+        with pytest.raises(ConfigError):
+            parse_store(f"qdrant-edge:{tmp_path}/o{bad}")
+    for bad in ("qdrant-edge:", "qdrant-edge://host:6333"):
+        with pytest.raises(ConfigError):
+            parse_store(bad)
+
+
+def test_qdrant_edge_reattach_checks_the_shard(tmp_path):
+    """A shard of other vectors, or none, is a StoreCorruptedError; the right one reattaches."""
+    _need("qdrant-edge")
+    from fastrag.errors import StoreCorruptedError
+    from fastrag.index.stores import parse_store
+
+    x = _unit(np.random.default_rng(2), 40)
+    spec = f"qdrant-edge:{tmp_path}/r"
+    store, _, _ = _store_view(spec, x)
+    store.close()
+    again = parse_store(spec)
+    with pytest.raises(StoreCorruptedError, match="dimension"):
+        again.attach(8, None, {})
+    again.attach(16, None, {})
+    assert again.count() == 40
+    with pytest.raises(StoreCorruptedError, match="dimension"):  # this process has it open
+        parse_store(spec).attach(8, None, {})
+    again.close()
+    with pytest.raises(StoreCorruptedError, match="no shard"):
+        parse_store(f"qdrant-edge:{tmp_path}/none").attach(16, None, {})
+
+
+def test_qdrant_edge_directory_is_held_by_one_process(tmp_path):
+    """Another process cannot open the shard while this one holds it: a clear error, exit 1.
+
+    Once this process closes the knowledge base, the other opens it; in this
+    process, two knowledge bases of one directory share the shard.
+    """
+    _need("qdrant-edge")
+    from fastrag.errors import SearchIndexError
+    from fastrag.index.stores import parse_store
+
+    kb_dir = _saved_kb("qdrant-edge", tmp_path)
+    kb = KnowledgeBase.load(kb_dir)
+    twin = KnowledgeBase.load(kb_dir)  # the same process: one shard, two users
+    assert [h.chunk_id for h in twin.retrieve(QUESTION, 3)] == [
+        h.chunk_id for h in kb.retrieve(QUESTION, 3)
+    ]
+    twin.close()
+    child = _fastrag("query", str(kb_dir), QUESTION, "-k", "3", "--json", cwd=tmp_path)
+    assert child.returncode == 1
+    last = child.stderr.strip().splitlines()[-1]
+    assert last.startswith("fastrag: error: ") and "open in another process" in last, last
+    assert str(tmp_path) in last
+    hits = [h.chunk_id for h in kb.retrieve(QUESTION, 3)]  # the twin's close left it open here
+    kb.close()
+    child = _fastrag("query", str(kb_dir), QUESTION, "-k", "3", "--json", cwd=tmp_path)
+    assert child.returncode == 0, child.stderr
+    assert _hits(child.stdout) == hits
+    with pytest.raises(SearchIndexError, match="create or attach"):
+        parse_store(f"qdrant-edge:{tmp_path}/never").count()

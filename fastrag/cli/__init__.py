@@ -542,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="INDEX",
         help="vector index: exact (default), hnsw, auto (HNSW for large corpora when its "
         "recall holds), or a vector store: faiss[:FACTORY], lancedb:/dir, qdrant:/dir, "
-        "qdrant://host:6333, milvus:/file.db, milvus://host:19530",
+        "qdrant://host:6333, qdrant-edge:/dir, milvus:/file.db, milvus://host:19530",
     )
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument(

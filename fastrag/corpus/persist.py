@@ -78,7 +78,8 @@ class Settings:
         How documents are cut.
     index : str
         The vector index in use: ``"exact"``, ``"hnsw"`` or an external
-        store's engine (``"faiss"``, ``"lancedb"``, ``"qdrant"``, ``"milvus"``).
+        store's engine (``"faiss"``, ``"lancedb"``, ``"qdrant"``, ``"qdrant-edge"``,
+        ``"milvus"``).
     hnsw : HnswConfig
         Graph parameters (kept with an exact index too, for a later switch).
     auto : dict or None

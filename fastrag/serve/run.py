@@ -115,7 +115,7 @@ def check_workers(kbs: Sequence[tuple[str, str]], workers: int) -> None:
     Raises
     ------
     ConfigError
-        A knowledge base keeps its vectors in Qdrant's local mode or Milvus Lite.
+        A knowledge base keeps its vectors in Qdrant's local mode, Qdrant Edge or Milvus Lite.
     """
     if workers <= 1:
         return

@@ -186,7 +186,7 @@ _TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,99}")
 _TAG_WHAT = "a snapshot tag (a letter, then letters, digits, '.', '_' or '-'; at most 100)"
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-INDEX_TYPES = ("exact", "hnsw", "faiss", "lancedb", "qdrant", "milvus")
+INDEX_TYPES = ("exact", "hnsw", "faiss", "lancedb", "qdrant", "qdrant-edge", "milvus")
 """``index.type`` values: fastrag's own indexes, then the external stores (``index.store`` set)."""
 
 

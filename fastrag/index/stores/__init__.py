@@ -1,8 +1,9 @@
-"""External vector stores: FAISS, LanceDB, Qdrant and Milvus behind one protocol.
+"""External vector stores: FAISS, LanceDB, Qdrant (and Qdrant Edge) and Milvus behind one protocol.
 
 Each engine is one module, imported only when a knowledge base uses it
 (its client is an optional extra: ``pip install 'fastrag-engine[faiss]'``,
-``[lancedb]``, ``[qdrant]``, ``[milvus]`` or ``[stores]`` for all four).
+``[lancedb]``, ``[qdrant]`` (qdrant-client and qdrant-edge-py), ``[milvus]`` or
+``[stores]`` for all).
 
 :func:`parse_store` turns the ``index=`` strings into a store:
 
@@ -11,13 +12,14 @@ Each engine is one module, imported only when a knowledge base uses it
 ``"lancedb:/abs/dir"`` (any LanceDB URI) a LanceDB table
 ``"qdrant:/abs/dir"``                   Qdrant's local mode on a directory
 ``"qdrant://host:6333"``                a Qdrant server (``qdrants://`` for TLS)
+``"qdrant-edge:/abs/dir"``              Qdrant Edge: Qdrant's engine (HNSW) in process
 ``"milvus:/abs/file.db"``               Milvus Lite on a local file
 ``"milvus://host:19530"``               a Milvus server (``milvuss://`` for TLS)
 =====================================  ==========================================
 
 Options follow a ``?``: ``collection`` (table or collection name, default
 ``fastrag``) and the engine's own (``nprobe``, ``ef_search``, ``index``,
-...). Credentials come from arguments or the environment (see
+``ef``, ...). Credentials come from arguments or the environment (see
 :mod:`fastrag.config`), never from the string, and are never saved.
 """
 
@@ -47,6 +49,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "faiss": ("fastrag.index.stores.faiss", "FaissStore"),
     "lancedb": ("fastrag.index.stores.lancedb", "LanceStore"),
     "qdrant": ("fastrag.index.stores.qdrant", "QdrantStore"),
+    "qdrant-edge": ("fastrag.index.stores.qdrant_edge", "QdrantEdgeStore"),
     "milvus": ("fastrag.index.stores.milvus", "MilvusStore"),
 }
 """Engine name -> (module, class), imported on first use."""
@@ -81,6 +84,17 @@ def _int(options: dict[str, str], name: str, default: int) -> int:
         return int(value)
     except ValueError:
         raise ConfigError(f"store option {name} must be an integer, got {value!r}") from None
+
+
+def _flag(options: dict[str, str], name: str) -> bool:
+    value = options.pop(name, None)
+    if value is None:
+        return False
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"store option {name} must be 0 or 1, got {value!r}")
 
 
 def parse_store(spec: str | VectorStore) -> VectorStore:
@@ -122,6 +136,23 @@ def parse_store(spec: str | VectorStore) -> VectorStore:
             ann_rows=_int(options, "ann_rows", -1) if "ann_rows" in options else None,
             nprobes=_int(options, "nprobes", 32), refine=_int(options, "refine", 4),
             ef=_int(options, "ef", -1) if "ef" in options else None,
+        )  # fmt: skip
+    elif engine == "qdrant-edge":
+        from .qdrant_edge import EF, EF_CONSTRUCT, FULL_SCAN_THRESHOLD, M
+
+        if not rest or rest.startswith("//") or rest.startswith("s://"):
+            raise ConfigError(
+                "qdrant-edge needs a local directory: 'qdrant-edge:/abs/dir' (a Qdrant server "
+                "is 'qdrant://host:6333')"
+            )
+        store = cls(
+            str(Path(rest).expanduser().resolve()), collection=collection,
+            ef=_int(options, "ef", EF), exact=_flag(options, "exact"), m=_int(options, "m", M),
+            ef_construct=_int(options, "ef_construct", EF_CONSTRUCT),
+            full_scan_threshold=_int(options, "full_scan_threshold", FULL_SCAN_THRESHOLD),
+            indexing_threshold=(
+                _int(options, "indexing_threshold", 0) if "indexing_threshold" in options else None
+            ),
         )  # fmt: skip
     elif engine in ("qdrant", "milvus"):
         if rest.startswith("//") or rest.startswith("s://"):

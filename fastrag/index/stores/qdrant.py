@@ -43,7 +43,8 @@ import pyarrow as pa
 
 from ...config import ENV_QDRANT_API_KEY
 from ...errors import ConfigError, StoreCorruptedError
-from .base import Condition, LocatedStore, Pushdown, metadata_objects
+from .base import LocatedStore, Pushdown
+from .qdrant_shared import Clauses, ids_filter, point_payloads, translate
 
 __all__ = ["QdrantStore"]
 
@@ -257,9 +258,7 @@ class QdrantStore(LocatedStore):
     def upsert(self, ids: np.ndarray, vectors: np.ndarray, payload: pa.Table) -> None:
         """One upsert of the batch, payload included."""
         _, models = _client_module()
-        rows = payload.drop_columns(["metadata"]).to_pylist()
-        for row, meta in zip(rows, metadata_objects(payload), strict=True):
-            row["meta"] = meta
+        rows = point_payloads(payload)
         points = [int(i) for i in ids]
         client = self._live()
         with self._write_lock, _one_transaction(client, self.collection, points):
@@ -287,21 +286,7 @@ class QdrantStore(LocatedStore):
     def translate(self, pushdown: Pushdown) -> Any:
         """A Qdrant ``Filter``, or None when a condition has no exact translation."""
         _, models = _client_module()
-        must = []
-        for cond in pushdown.conditions:
-            f = _condition(models, cond)
-            if f is None:
-                return None
-            must.append(f)
-        if pushdown.acl is not None:
-            public = models.FieldCondition(key="public", match=models.MatchValue(value=True))
-            names = sorted(pushdown.acl)
-            if names:
-                shared = models.FieldCondition(key="acl", match=models.MatchAny(any=names))
-                must.append(models.Filter(should=[public, shared]))
-            else:
-                must.append(public)
-        return models.Filter(must=must) if must else None
+        return translate(_ClientClauses(models), pushdown)
 
     def search(
         self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
@@ -312,7 +297,7 @@ class QdrantStore(LocatedStore):
         if ids is not None:
             if ids.size == 0:
                 return self._pad([[] for _ in queries], k)
-            flt = models.Filter(must=[models.HasIdCondition(has_id=[int(i) for i in ids])])
+            flt = ids_filter(_ClientClauses(models), ids)
         local = self.path is not None  # brute force; it warns on search params
         params = None if local or not self.exact else models.SearchParams(exact=True)
         requests = [
@@ -323,45 +308,39 @@ class QdrantStore(LocatedStore):
         return self._pad([[(int(p.id), float(p.score)) for p in a.points] for a in answers], k)
 
 
-def _present(models: Any, key: str) -> list[Any]:
-    """Conditions that exclude points without the field (must_not)."""
-    return [
-        models.IsEmptyCondition(is_empty=models.PayloadField(key=key)),
-        models.IsNullCondition(is_null=models.PayloadField(key=key)),
-    ]
+class _ClientClauses(Clauses):
+    """Filter clauses in qdrant-client's ``models``."""
 
+    def __init__(self, models: Any) -> None:
+        self.m = models
 
-def _condition(models: Any, cond: Condition) -> Any:
-    """One condition as a Qdrant filter clause, or None (no exact translation)."""
-    key = cond.field
-    op, value = cond.op, cond.value
-    if cond.kind == "metadata":
-        # Only string equality and membership mean the same in Qdrant as in fastrag.
-        if op not in ("eq", "in"):
-            return None
-        values = (value,) if op == "eq" else value
-        if not values or not all(isinstance(v, str) for v in values):
-            return None
-        return models.FieldCondition(key=f"meta.{key}", match=models.MatchAny(any=list(values)))
-    if cond.kind == "string":
-        values = (value,) if op in ("eq", "ne") else value
-        if op not in ("eq", "ne", "in", "not_in"):
-            return None
-        if not values or not all(isinstance(v, str) for v in values):
-            return None
-        match = models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
-        if op in ("eq", "in"):
-            return match
-        return models.Filter(must_not=[match, *_present(models, key)])
-    # Numbers and timestamps (int microseconds).
-    if op in ("in", "not_in", "eq", "ne"):
-        values = (value,) if op in ("eq", "ne") else value
-        if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            return None
-        match = models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
-        if op in ("eq", "in"):
-            return match
-        return models.Filter(must_not=[match, *_present(models, key)])
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return None
-    return models.FieldCondition(key=key, range=models.Range(**{op: value}))
+    def any_of(self, key: str, values: list[Any]) -> Any:
+        return self.m.FieldCondition(key=key, match=self.m.MatchAny(any=values))
+
+    def range(self, key: str, op: str, value: float) -> Any:
+        return self.m.FieldCondition(key=key, range=self.m.Range(**{op: value}))
+
+    def empty(self, key: str) -> Any:
+        return self.m.IsEmptyCondition(is_empty=self.m.PayloadField(key=key))
+
+    def null(self, key: str) -> Any:
+        return self.m.IsNullCondition(is_null=self.m.PayloadField(key=key))
+
+    def has_id(self, ids: list[int]) -> Any:
+        return self.m.HasIdCondition(has_id=ids)
+
+    def filter(
+        self,
+        *,
+        must: Sequence[Any] | None = None,
+        should: Sequence[Any] | None = None,
+        must_not: Sequence[Any] | None = None,
+    ) -> Any:
+        return self.m.Filter(
+            must=None if must is None else list(must),
+            should=None if should is None else list(should),
+            must_not=None if must_not is None else list(must_not),
+        )
+
+    def public(self) -> Any:
+        return self.m.FieldCondition(key="public", match=self.m.MatchValue(value=True))
