@@ -381,9 +381,10 @@ def main() -> int:
 
                 def direct(mask, push):
                     native = None if push is None else store.translate(push)
+                    share = 1.0 if mask is None else float(mask.mean())  # as fastrag passes it
                     if push is not None and native is None:  # FAISS: the id selector
-                        return store.search(qs, k, ids=ids[mask])[0]
-                    return store.search(qs, k, native=native)[0]
+                        return store.search(qs, k, ids=ids[mask], share=share)[0]
+                    return store.search(qs, k, native=native, share=share)[0]
 
                 with Stage(spec, "quality through the client (3 filters)"):
                     quality(row, direct)

@@ -289,7 +289,13 @@ class VectorStore:
         return None
 
     def search(
-        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        native: Any = None,
+        ids: np.ndarray | None = None,
+        share: float = 1.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` chunk ids and inner products per query.
 
@@ -303,6 +309,11 @@ class VectorStore:
             A filter from :meth:`translate`.
         ids : numpy.ndarray, optional
             int64 chunk ids: only these may be returned.
+        share : float, default 1.0
+            The share of the store's rows that ``native`` or ``ids`` admits
+            (``1.0``: no filter). A filter leaves fewer admitted neighbours per
+            step of an approximate search; such an index may widen its search
+            breadth by ``1 / share`` (bounded) so that recall holds under it.
 
         Returns
         -------
@@ -489,7 +500,8 @@ class StoreIndex:
                 self._count("local")
                 return self.exact.search(queries, k, mask=self._present(mask), threads=threads)
             width = min(n_eligible, want + margin)
-            found, scores = self._ask(queries, width, plan, native, mask)
+            share = n_eligible / max(1, self.labels.size)
+            found, scores = self._ask(queries, width, plan, native, mask, share)
             done = self._as_is(found, scores, mask, k, want)
             if done is not None:
                 self._count(plan)
@@ -517,17 +529,25 @@ class StoreIndex:
             plan = "ids" if plan != "ids" else "local"
 
     def _ask(
-        self, queries: np.ndarray, width: int, plan: str, native: Any, mask: np.ndarray | None
+        self,
+        queries: np.ndarray,
+        width: int,
+        plan: str,
+        native: Any,
+        mask: np.ndarray | None,
+        share: float = 1.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One search of the store (the allow-list in pieces of at most ``max_ids`` ids)."""
         store = self.store
         try:  # store_errors, inline: no context manager on every question
-            if plan != "ids":
-                return store.search(queries, width, native=native if plan == "native" else None)
+            if plan == "store":
+                return store.search(queries, width)
+            if plan == "native":
+                return store.search(queries, width, native=native, share=share)
             ids = self._eligible_ids(mask)
             step = max(1, store.max_ids)
             parts = [
-                store.search(queries, width, ids=ids[i : i + step])
+                store.search(queries, width, ids=ids[i : i + step], share=share)
                 for i in range(0, max(1, ids.size), step)
             ]
         except FastragError:

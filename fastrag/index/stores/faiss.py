@@ -275,7 +275,13 @@ class FaissStore(VectorStore):
         return None
 
     def search(
-        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        native: Any = None,
+        ids: np.ndarray | None = None,
+        share: float = 1.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ids by inner product, restricted to ``ids`` by a bitmap selector."""
         faiss = _faiss()

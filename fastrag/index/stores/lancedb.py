@@ -263,7 +263,13 @@ class LanceStore(VectorStore):
         return translate(self.dialect, pushdown)
 
     def search(
-        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        native: Any = None,
+        ids: np.ndarray | None = None,
+        share: float = 1.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` chunk ids by dot product, filtered before the search."""
         m = queries.shape[0]

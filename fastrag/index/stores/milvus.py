@@ -218,7 +218,13 @@ class MilvusStore(LocatedStore):
         return translate(self.dialect, pushdown)
 
     def search(
-        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        native: Any = None,
+        ids: np.ndarray | None = None,
+        share: float = 1.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One search request: top-``k`` entities per query, filtered inside the search."""
         expr = native or ""

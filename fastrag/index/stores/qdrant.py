@@ -289,7 +289,13 @@ class QdrantStore(LocatedStore):
         return translate(_ClientClauses(models), pushdown)
 
     def search(
-        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        native: Any = None,
+        ids: np.ndarray | None = None,
+        share: float = 1.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One batch request: top-``k`` points per query, filtered inside the search."""
         _, models = _client_module()

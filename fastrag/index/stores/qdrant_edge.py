@@ -53,7 +53,7 @@ from ...errors import ConfigError, SearchIndexError, StoreCorruptedError
 from .base import LocatedStore, Pushdown
 from .qdrant_shared import Clauses, ids_filter, point_payloads, translate
 
-__all__ = ["EF", "EF_CONSTRUCT", "FULL_SCAN_THRESHOLD", "M", "QdrantEdgeStore"]
+__all__ = ["EF", "EF_CONSTRUCT", "FULL_SCAN_THRESHOLD", "M", "MAX_FILTERED_EF", "QdrantEdgeStore"]
 
 EF = 256
 """HNSW candidate list per query, unless ``ef`` is given."""
@@ -66,6 +66,9 @@ EF_CONSTRUCT = 200
 
 FULL_SCAN_THRESHOLD = 10_000
 """KB of vectors under which a filtered search scans the filter's rows (Qdrant's default)."""
+
+MAX_FILTERED_EF = 4096
+"""The bound on ``ef`` widened under a filter (``ef / share``), as the FAISS adapter's."""
 
 _KEYWORD_FIELDS = ("doc_id", "title", "source", "section", "acl")
 _INTEGER_FIELDS = ("chunk_id", "ord", "start", "end", "updated_at")
@@ -418,7 +421,13 @@ class QdrantEdgeStore(LocatedStore):
         return translate(_EdgeClauses(_edge()), pushdown)
 
     def search(
-        self, queries: np.ndarray, k: int, *, native: Any = None, ids: np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        native: Any = None,
+        ids: np.ndarray | None = None,
+        share: float = 1.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` points per query (one batch request), filtered inside the search."""
         qe = _edge()
@@ -430,6 +439,12 @@ class QdrantEdgeStore(LocatedStore):
         params = self._params
         if params is None:
             params = self._params = qe.SearchParams(hnsw_ef=self.ef, exact=self.exact)
+        if share < 1.0 and not self.exact:
+            # A filter leaves fewer admitted neighbours per step of the graph: widen its
+            # breadth by the share it admits (bounded). At 100,000 x 384 a filter keeping
+            # 10 % of the rows gave recall@10 0.884 at ef 256 (the engine's own breadth).
+            ef = int(min(MAX_FILTERED_EF, max(self.ef, np.ceil(self.ef / share))))
+            params = qe.SearchParams(hnsw_ef=ef, exact=False)
         shard = self._live()
         requests = [
             qe.QueryRequest(
