@@ -279,10 +279,22 @@ class TeacherPacer:
         return statistics.median(self._samples[size])
 
     def _can_grow(self, batch: int) -> bool:
-        """Whether calls of ``batch`` texts stay within half the timeout at this concurrency."""
+        """Whether calls of ``batch`` texts stay within half the timeout at this concurrency.
+
+        With two sizes measured, a call's time is extrapolated along the line through
+        them (a fixed cost per call plus a cost per text); with one, in proportion to it.
+        """
         if batch > MAX_BATCH:
             return False
+        if self._phase == "regrow" and batch <= self._regrow_to:
+            return True  # the teacher answered calls of this size before the back-off
         flight = self.concurrency if self._phase == "regrow" or self.fixed_concurrency else 1
+        step, kept = self._step, self._kept
+        if kept is not None and kept != step and {kept, step} <= self._samples.keys():
+            at_step, at_kept = step * self._median(step), kept * self._median(kept)
+            per_text = max(0.0, (at_step - at_kept) / (step - kept))
+            call = max(at_step, at_step + per_text * (batch - step))
+            return call * max(flight, 1) * 2 <= self.timeout_cap
         return self.expected(batch, flight) * 2 <= self.timeout_cap
 
     def _size(self, texts: int, per_text: float) -> None:
@@ -296,13 +308,23 @@ class TeacherPacer:
         cur = self._median(step)
         ref = self._median(kept) if kept in self._samples else None
         regrow = self._phase == "regrow"
-        # Sizing keeps a step that raised throughput by GAIN; a regrowth one whose latency
-        # per text held (rose by less than GAIN): the teacher answered it before the back-off.
-        if ref is None or (cur <= ref * GAIN if regrow else cur * GAIN <= ref):
+        # A step is taken at once when its first call raised throughput by GAIN (in a
+        # regrowth: when latency per text held, rose by less than GAIN: the teacher answered
+        # that batch before the back-off); else once the medians of 3 calls at it and at the
+        # size before show it did not lower throughput.
+        full = (
+            kept is not None
+            and min(len(self._samples[step]), len(self._samples.get(kept, ()))) >= WINDOW
+        )
+        held = ref is not None and cur <= ref and full
+        if ref is None or (cur <= ref * GAIN if regrow else cur * GAIN <= ref) or held:
             self.rate = 1.0 / cur
             leap = ref is not None and cur * 1.6 <= ref and not regrow
             grow = (4 if leap else 2) * step
-            if grow <= (self._regrow_to if regrow else MAX_BATCH) and self._can_grow(grow):
+            limit = self._regrow_to if regrow else MAX_BATCH
+            if grow > 2 * step and not (grow <= limit and self._can_grow(grow)):
+                grow = 2 * step  # a leap too far: a doubling may still fit
+            if grow <= limit and self._can_grow(grow):
                 self._kept, self._step = step, grow
                 self._samples = {step: self._samples[step]}
                 self._set("regrow" if regrow else "grow", batch=grow)
@@ -315,9 +337,8 @@ class TeacherPacer:
         elif len(self._samples[kept]) < WINDOW:
             nxt = kept  # nor to be the size it is compared with
         else:
-            best = step if cur <= ref else kept  # latency per text held: the larger batch
-            self.rate = 1.0 / self._median(best)
-            self._settle(best)
+            self.rate = 1.0 / self._median(kept)
+            self._settle(kept)  # the step lowered throughput
             return
         if self.batch != nxt:
             self._set("measure", batch=nxt)
