@@ -14,10 +14,12 @@ machine neither stops the growth nor shrinks the batch:
    text is the first estimate of the teacher's speed.
 2. **Batch size** doubles (quadruples while throughput nearly doubles with
    it) while the teacher's throughput (texts per second of one call at a
-   time) rises by at least :data:`GAIN` and a call's expected time stays
-   within half the call timeout. A step whose first call does not show the
-   gain is measured again (up to 3 calls at it and at the size before)
-   before it is given up; the size with the better median is kept.
+   time) rises and a call's expected time (along the line through the two
+   sizes measured: a cost per call plus a cost per text) stays within half
+   the call timeout. A step whose first call raises throughput by
+   :data:`GAIN` is taken at once; otherwise the step and the size before it
+   are measured until each has 3 calls, and the step is taken when its
+   median is the faster one, else the size before is kept.
 3. **Calls in flight** then go to two, and grow by one while the throughput measured
    between completions rises by :data:`GAIN`, never beyond what the teacher
    answers in half the timeout (``in flight x batch <= throughput x timeout
