@@ -169,6 +169,11 @@ def _sizes(server: SlowTeacher) -> list[int]:
     return [len(s.texts) for s in server.seen]
 
 
+def _history(pacer: TeacherPacer) -> str:
+    """The pacer's settings, one per line: printed in full when an assertion fails."""
+    return "\n" + "\n".join(map(str, pacer.stats.history))
+
+
 def _lowered(pacer: TeacherPacer) -> int:
     """How many times the batch went down, not counting the sizing going back a step."""
     h = pacer.stats.history
@@ -183,7 +188,7 @@ def test_one_slow_call_does_not_shrink_the_batch():
         teacher = _teacher(server, timeout=5.0)
         pacer, vectors = _run(WORDS * 32, teacher, max_concurrency=1)
         teacher.close()
-    history = pacer.stats.history
+    history = _history(pacer)
     assert len(server.seen) > 9 and server.failures() == [], history
     assert _lowered(pacer) == 0 and pacer.batch == 512, history
     assert vectors.shape == (len(WORDS) * 32, 16)
@@ -198,7 +203,7 @@ def test_noisy_latency_keeps_a_large_batch(seed):
         teacher = _teacher(server, timeout=5.0)
         pacer, _ = _run(WORDS * 16, teacher, max_concurrency=1)
         teacher.close()
-    history = pacer.stats.history
+    history = _history(pacer)
     assert server.failures() == [] and _lowered(pacer) == 0, history
     assert pacer.batch >= 256 and max(_sizes(server)) == 512, history
 
@@ -208,12 +213,12 @@ def test_a_single_503_lowers_the_batch_once_then_it_regrows():
         teacher = _teacher(server, timeout=5.0)
         pacer, vectors = _run(WORDS * 40, teacher, max_concurrency=1)
         teacher.close()
-    history = pacer.stats.history
+    history = _history(pacer)
     assert pacer.stats.busy == 1 and pacer.stats.reasons().count("back-off") == 1, history
     sizes = _sizes(server)
     before, after = sizes[7], sizes[9]  # the call before the refusal, the one resent
-    assert after == before // 2, (sizes, history)  # lowered once
-    assert sizes[9:17] == [after] * 8 and max(sizes[17:]) == before, (sizes, history)
+    assert after == before // 2, f"{sizes}{history}"  # lowered once
+    assert sizes[9:17] == [after] * 8 and max(sizes[17:]) == before, f"{sizes}{history}"
     assert "regrow" in pacer.stats.reasons() and pacer.batch == before, history
     assert sorted(server.asked()) == sorted(WORDS * 40)  # each text answered once
 
@@ -225,7 +230,7 @@ def test_after_a_timeout_the_batch_regrows():
         teacher = _teacher(server, timeout=1.0)
         pacer, _ = _run(WORDS * 40, teacher, max_concurrency=1)
         teacher.close()
-    history = pacer.stats.history
+    history = _history(pacer)
     assert pacer.stats.timeouts == 1 and _lowered(pacer) == 1, history
     lowered = pacer.stats.reasons().index("back-off")
     assert "regrow" in pacer.stats.reasons()[lowered:], history
@@ -237,13 +242,13 @@ def test_a_burst_of_timeouts_from_calls_in_flight_lowers_the_batch_once():
     # in the teacher time out too: one episode, one halving (the old pacer halved per call).
     with SlowTeacher(**FAST, stall={10: 1.5}) as server:
         teacher = _teacher(server, timeout=1.0)
-        pacer, vectors = _run(WORDS * 20, teacher, max_concurrency=4, retries=3)
+        pacer, vectors = _run(WORDS * 40, teacher, max_concurrency=4, retries=3)
         teacher.close()
-    history = pacer.stats.history
+    history = _history(pacer)
     assert pacer.stats.timeouts >= 2, history  # a burst
     assert pacer.stats.reasons().count("back-off") == 1 and _lowered(pacer) == 1, history
     lowered = pacer.stats.reasons().index("back-off")
     b = pacer.stats.batches()
     assert b[lowered] == b[lowered - 1] // 2, history
     assert "regrow" in pacer.stats.reasons()[lowered:], history
-    assert vectors.shape == (len(WORDS) * 20, 16)
+    assert vectors.shape == (len(WORDS) * 40, 16)
