@@ -333,7 +333,7 @@ class TeacherPacer:
             else:
                 self._settle(step)
             return
-        assert kept is not None  # noqa: S101 - nothing kept: the step is always taken
+        assert kept is not None  # nothing kept: the step above is always taken
         if len(self._samples[step]) < WINDOW:
             nxt = step  # one call is not enough to give a step up: measure it again
         elif len(self._samples[kept]) < WINDOW:
