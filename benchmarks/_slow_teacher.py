@@ -12,7 +12,14 @@ with 429 or 503 (and ``Retry-After``) at once; ``max_queue`` answers 503 to
 a request that finds that many already waiting; ``stall={n: seconds}``
 adds seconds to request ``n``'s work (``stall_on={text: seconds}``: to the
 first request holding ``text``); ``slowdown=(n, factor)`` multiplies
-the per-text cost from request ``n`` on (the machine got busy).
+the per-text cost from request ``n`` on (the machine got busy);
+``refuse_on={n, ...}`` answers those requests 503 (``inject`` with 503).
+
+Noise on purpose: ``jitter=sigma`` multiplies each request's cost by
+``exp(sigma x N(0, 1))`` (log-normal: the median cost is unchanged, a few
+requests are much slower or faster, as on a busy machine), drawn from
+``seed`` and the request's number only, so a run's noise does not depend on
+thread timing.
 
 Used by ``tests/test_pacing.py`` and ``benchmarks/bench_teacher.py``; run
 alone it serves until interrupted::
@@ -24,12 +31,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import threading
 import time
 import zlib
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 def vector(text: str, dim: int) -> list[float]:
@@ -70,6 +82,9 @@ class SlowTeacher:
         stall_on: dict[str, float] | None = None,
         slowdown: tuple[int, float] | None = None,
         retry_after: float = 0.1,
+        jitter: float = 0.0,
+        seed: int = 0,
+        refuse_on: Iterable[int] = (),
         port: int = 0,
         work: Any = None,
     ) -> None:
@@ -83,6 +98,10 @@ class SlowTeacher:
         self.stall_on = dict(stall_on or {})
         self.slowdown = slowdown
         self.retry_after = retry_after
+        self.jitter = jitter
+        self.seed = seed
+        for n in refuse_on:
+            self.inject.setdefault(n, 503)
         self.work = work  # optional callable(texts) -> list of vectors (a real model)
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
@@ -169,8 +188,9 @@ class SlowTeacher:
             per_text = self.per_text
             if self.slowdown is not None and seen.number >= self.slowdown[0]:
                 per_text *= self.slowdown[1]
-            cost = self.overhead + per_text * len(texts) + self.stall.get(seen.number, 0.0)
+            cost = self.overhead + per_text * len(texts)
             cost += self.per_char * sum(len(t) for t in texts)
+            cost = cost * self.noise(seen.number) + self.stall.get(seen.number, 0.0)
             with self._lock:
                 for t in texts:  # the first request holding such a text stalls
                     cost += self.stall_on.pop(t, 0.0)
@@ -191,6 +211,13 @@ class SlowTeacher:
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
         return 200, {"object": "list", "data": data, "model": body.get("model", "m")}, {}
 
+    def noise(self, number: int) -> float:
+        """The factor request ``number``'s cost is multiplied by (1.0 without ``jitter``)."""
+        if self.jitter <= 0:
+            return 1.0
+        draw = random.Random(self.seed * 1_000_003 + number).gauss(0.0, 1.0)
+        return math.exp(self.jitter * draw)
+
     def asked(self) -> list[str]:
         """Every text of every answered request, in order of arrival."""
         return [t for s in self.seen if s.status == 200 for t in s.texts]
@@ -206,10 +233,17 @@ def main() -> None:
     parser.add_argument("--overhead", type=float, default=0.02)
     parser.add_argument("--dim", type=int, default=16)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--jitter", type=float, default=0.0, help="log-normal sigma of the cost")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the jitter")
+    parser.add_argument(
+        "--refuse-on", default="", help="request numbers answered 503, comma-separated (from 1)"
+    )
     args = parser.parse_args()
+    refuse = [int(v) for v in args.refuse_on.split(",") if v.strip()]
     with SlowTeacher(
-        per_text=args.per_text, overhead=args.overhead, dim=args.dim, port=args.port
-    ) as server:
+        per_text=args.per_text, overhead=args.overhead, dim=args.dim, port=args.port,
+        jitter=args.jitter, seed=args.seed, refuse_on=refuse,
+    ) as server:  # fmt: skip
         print(f"serving {server.base_url} (Ctrl-C stops)", flush=True)
         try:
             while True:

@@ -52,6 +52,23 @@ def run_pacer(teacher, setting, texts):
     return pacer.stats, seconds, ok
 
 
+def path(stats) -> str:
+    """The settings a pacer took (``stats.history``), e.g. ``4x1 8x1 32x1 back-off:16x1``.
+
+    Consecutive entries of the same setting are shown once; a back-off or a
+    regrowth is named.
+    """
+    out: list[str] = []
+    last = None
+    for reason, batch, in_flight in stats.history:
+        if (batch, in_flight) == last and reason not in ("back-off", "regrow"):
+            continue
+        last = (batch, in_flight)
+        tag = f"{reason}:" if reason in ("back-off", "regrow") else ""
+        out.append(f"{tag}{batch}x{in_flight}")
+    return " ".join(out)
+
+
 def one(setting, texts, per_text, overhead, timeout):
     from _slow_teacher import SlowTeacher
 
@@ -60,7 +77,8 @@ def one(setting, texts, per_text, overhead, timeout):
     with SlowTeacher(per_text=per_text, overhead=overhead) as server:
         teacher = OpenAIEmbedder(server.base_url, model="m", timeout=timeout)
         s, seconds, ok = run_pacer(teacher, setting, texts)
-    return (s.texts / seconds if ok else 0.0), s.failed_calls, (s.batch, s.concurrency), ok
+    rate = s.texts / seconds if ok else 0.0
+    return rate, s.failed_calls, (s.batch, s.concurrency), path(s)
 
 
 def main() -> None:
@@ -76,6 +94,7 @@ def main() -> None:
     rates: dict[tuple, list[float]] = {s: [] for s in settings}
     failed: dict[tuple, int] = {s: 0 for s in settings}
     reached: dict[tuple, tuple[int, int]] = {}
+    paths: list[str] = []
     print(
         f"load average {os.getloadavg()[0]:.2f}; {n} texts, {per_text * 1000:g} ms per text, "
         f"{overhead * 1000:g} ms per call, one request at a time, timeout {timeout:g} s"
@@ -83,7 +102,9 @@ def main() -> None:
     for r in range(args.rounds):
         order = settings if r % 2 == 0 else settings[::-1]
         for s in order:
-            rate, fails, end, ok = one(s, texts, per_text, overhead, timeout)
+            rate, fails, end, took = one(s, texts, per_text, overhead, timeout)
+            if s == (None, None):
+                paths.append(took)
             rates[s].append(rate)
             failed[s] += fails
             reached[s] = end
@@ -93,6 +114,8 @@ def main() -> None:
     for s in settings:
         name = "adaptive" if s == (None, None) else f"fixed {s[0]} x {s[1]}"
         print(f"{name:<18} {med[s]:>9.1f} {failed[s]:>13}  {reached[s]}")
+    for r, took in enumerate(paths):
+        print(f"adaptive round {r}: {took}")
     ratio = med[(None, None)] / med[best] if med[best] else float("nan")
     print(
         f"adaptive / best fixed ({best[0]} x {best[1]}): {ratio:.3f}; "

@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_teacher import run_pacer  # noqa: E402
+from bench_teacher import path, run_pacer  # noqa: E402
 
 from fastrag import OpenAIEmbedder  # noqa: E402
 
@@ -73,6 +73,7 @@ def one(args: argparse.Namespace, setting: tuple[int | None, int | None], texts:
         "calls": s.calls,
         "failed": s.failed_calls,
         "end": (s.batch, s.concurrency),
+        "path": path(s),
         "load": os.getloadavg()[0],
     }
 
@@ -110,6 +111,8 @@ def main() -> None:
                     f"load {out['load']:.2f}",
                     flush=True,
                 )
+                if s == adaptive:
+                    print(f"    settings: {out['path']}", flush=True)
         med = {s: statistics.median(x["rate"] for x in v) for s, v in res.items()}
         ratios = [
             round(a["rate"] / f["rate"], 3)

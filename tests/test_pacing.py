@@ -111,7 +111,7 @@ def test_fixed_settings_are_kept_and_batches_grow_when_they_pay():
         teacher.close()
     sizes = [len(s.texts) for s in server.seen]
     assert sizes[0] == 4 and max(sizes) >= 16  # one small call, then larger batches
-    assert fixed.stats.history == [] or all(b == 10 for b, _ in fixed.stats.history)
+    assert set(fixed.stats.batches()) == {10}, fixed.stats.history
 
 
 def test_timeouts_scale_with_the_batch():
@@ -157,3 +157,98 @@ def test_progress_names_items_and_texts_per_second_and_the_pace():
     assert "items/s" in items and "ETA" in items and "batch" in items
     assert "texts/s" in sample
     assert "1:01:01" in DistillProgress("sample", 1, 3662, 1.0).line()
+
+
+# -- noise, back-off episodes and regrowth --------------------------------------------------
+# A serial teacher whose calls cost mostly their overhead: the larger the batch, the faster,
+# so the pacer should grow to MAX_BATCH (512) and stay there unless the teacher refuses.
+FAST = dict(per_text=0.0002, overhead=0.03)
+
+
+def _sizes(server: SlowTeacher) -> list[int]:
+    return [len(s.texts) for s in server.seen]
+
+
+def _history(pacer: TeacherPacer) -> str:
+    """The pacer's settings, one per line: printed in full when an assertion fails."""
+    return "\n" + "\n".join(map(str, pacer.stats.history))
+
+
+def _lowered(pacer: TeacherPacer) -> int:
+    """How many times the batch went down, not counting the sizing going back a step."""
+    h = pacer.stats.history
+    sizing = ("measure", "settle")
+    return sum(1 for x, y in zip(h, h[1:], strict=False) if y[1] < x[1] and y[0] not in sizing)
+
+
+def test_one_slow_call_does_not_shrink_the_batch():
+    # Call 9 (at 512 texts, one call in flight) takes 1.5 s more, well within its 5 s
+    # timeout: the median of the last 3 calls holds, and slowness alone never halves.
+    with SlowTeacher(**FAST, stall={9: 1.5}) as server:
+        teacher = _teacher(server, timeout=5.0)
+        pacer, vectors = _run(WORDS * 32, teacher, max_concurrency=1)
+        teacher.close()
+    history = _history(pacer)
+    assert len(server.seen) > 9 and server.failures() == [], history
+    assert _lowered(pacer) == 0 and pacer.batch == 512, history
+    assert vectors.shape == (len(WORDS) * 32, 16)
+
+
+@pytest.mark.parametrize("seed", [5, 11])
+def test_noisy_latency_keeps_a_large_batch(seed):
+    # Every call's cost is multiplied by a log-normal factor (sigma 0.5): one call at a new
+    # size can look slower than the size before. Decided on the median of the last 3 calls,
+    # the batch still grows to (nearly) the largest and is never lowered.
+    with SlowTeacher(**FAST, jitter=0.5, seed=seed) as server:
+        teacher = _teacher(server, timeout=5.0)
+        pacer, _ = _run(WORDS * 16, teacher, max_concurrency=1)
+        teacher.close()
+    history = _history(pacer)
+    assert server.failures() == [] and _lowered(pacer) == 0, history
+    assert pacer.batch >= 256 and max(_sizes(server)) == 512, history
+
+
+def test_a_single_503_lowers_the_batch_once_then_it_regrows():
+    with SlowTeacher(**FAST, refuse_on={9}, retry_after=0.01) as server:
+        teacher = _teacher(server, timeout=5.0)
+        pacer, vectors = _run(WORDS * 40, teacher, max_concurrency=1)
+        teacher.close()
+    history = _history(pacer)
+    assert pacer.stats.busy == 1 and pacer.stats.reasons().count("back-off") == 1, history
+    sizes = _sizes(server)
+    before, after = sizes[7], sizes[9]  # the call before the refusal, the one resent
+    assert after == before // 2, f"{sizes}{history}"  # lowered once
+    assert sizes[9:17] == [after] * 8 and max(sizes[17:]) == before, f"{sizes}{history}"
+    assert "regrow" in pacer.stats.reasons() and pacer.batch == before, history
+    assert sorted(server.asked()) == sorted(WORDS * 40)  # each text answered once
+
+
+def test_after_a_timeout_the_batch_regrows():
+    # Call 9 stalls past its 1 s timeout: the batch is halved, and probed larger again
+    # after 8 good calls (the old pacer halved for good).
+    with SlowTeacher(**FAST, stall={9: 1.3}) as server:
+        teacher = _teacher(server, timeout=1.0)
+        pacer, _ = _run(WORDS * 40, teacher, max_concurrency=1)
+        teacher.close()
+    history = _history(pacer)
+    assert pacer.stats.timeouts == 1 and _lowered(pacer) == 1, history
+    lowered = pacer.stats.reasons().index("back-off")
+    assert "regrow" in pacer.stats.reasons()[lowered:], history
+    assert pacer.batch == pacer.stats.batches()[lowered - 1], history  # back where it was
+
+
+def test_a_burst_of_timeouts_from_calls_in_flight_lowers_the_batch_once():
+    # 4 calls in flight; call 10 stalls past the 1 s timeout, and the calls queued behind it
+    # in the teacher time out too: one episode, one halving (the old pacer halved per call).
+    with SlowTeacher(**FAST, stall={10: 1.5}) as server:
+        teacher = _teacher(server, timeout=1.0)
+        pacer, vectors = _run(WORDS * 40, teacher, max_concurrency=4, retries=3)
+        teacher.close()
+    history = _history(pacer)
+    assert pacer.stats.timeouts >= 2, history  # a burst
+    assert pacer.stats.reasons().count("back-off") == 1 and _lowered(pacer) == 1, history
+    lowered = pacer.stats.reasons().index("back-off")
+    b = pacer.stats.batches()
+    assert b[lowered] == b[lowered - 1] // 2, history
+    assert "regrow" in pacer.stats.reasons()[lowered:], history
+    assert vectors.shape == (len(WORDS) * 40, 16)

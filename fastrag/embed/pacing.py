@@ -5,32 +5,52 @@ CPU teacher (a server with two threads) answers one request after the
 other: with fixed settings (64 texts per call, 4 calls in flight, a 60 s
 read timeout) the calls queue behind each other inside the teacher, time
 out, and a retry joins the same queue again. :class:`TeacherPacer` sizes
-the calls from what it measures instead:
+the calls from what it measures instead. Every decision reads the
+**median latency per text of the last 3 calls** (:data:`WINDOW`) at a
+setting, never one call alone, so one slow (or lucky) call on a noisy
+machine neither stops the growth nor shrinks the batch:
 
 1. **One small call first** (:data:`FIRST_BATCH` texts): its latency per
    text is the first estimate of the teacher's speed.
 2. **Batch size** doubles (quadruples while throughput nearly doubles with
    it) while the teacher's throughput (texts per second of one call at a
-   time) rises by at least :data:`GAIN` and a call's expected time stays
-   within half the call timeout; the size with the best throughput is kept.
+   time) rises and a call's expected time (along the line through the two
+   sizes measured: a cost per call plus a cost per text) stays within half
+   the call timeout. A step whose first call raises throughput by
+   :data:`GAIN` is taken at once; otherwise the step and the size before it
+   are measured until each has 3 calls, and the step is taken when its
+   median is the faster one, else the size before is kept.
 3. **Calls in flight** then go to two, and grow by one while the throughput measured
    between completions rises by :data:`GAIN`, never beyond what the teacher
    answers in half the timeout (``in flight x batch <= throughput x timeout
    / 2``) nor :data:`MAX_CONCURRENCY` (nor the teacher client's own
    ``max_concurrency``).
-4. **Latency must hold**: a call that takes :data:`SLOW` times its expected
-   time takes one call out of flight (or halves the batch at one in flight).
-5. **Back off** on a timeout, HTTP 429 or 503 (or a dropped connection):
-   calls in flight are halved (and the batch too after a timeout), no new
-   call is sent until every call in flight has returned (the teacher's queue
-   drained: a retried call never joins the queue it timed out in), then the
-   pacer waits what the teacher asked (``Retry-After``) or an exponential
-   back-off, and the failed texts are sent again in batches of the new size.
-   After a timeout the timeout's slack doubles and the texts that timed out
-   are given time to finish inside the teacher before anything is resent.
-6. **Timeouts scale with the batch**: a call's timeout is
+4. **Latency must hold**: when the median of the last 3 calls takes
+   :data:`SLOW` times its expected time, one call is taken out of flight.
+   Slowness alone never lowers the batch size.
+5. **Back off** on a timeout, HTTP 429 or 503 (or a dropped connection),
+   once per episode: the calls that were already in flight when the first
+   one failed belong to the same episode, so a burst of failures lowers the
+   settings once, not once per failed call. A back-off halves the calls in
+   flight (and the batch too after a timeout that leaves one call in
+   flight); with one call in flight already (or calls in flight fixed) it
+   halves the batch. No new call is sent until every call in flight has
+   returned (the teacher's queue drained: a retried call never joins the
+   queue it timed out in), then the pacer waits what the teacher asked
+   (``Retry-After``) or an exponential back-off, and the failed texts are
+   sent again in batches of the new size. After a timeout the timeout's
+   slack doubles and the texts that timed out are given time to finish
+   inside the teacher before anything is resent.
+6. **Regrow**: after :data:`REGROW_AFTER` successful calls at a lowered
+   batch, a doubled batch is probed, and kept (and doubled again, up to the
+   size before the back-off) while the median latency per text holds
+   (rises by less than :data:`GAIN`).
+7. **Timeouts scale with the batch**: a call's timeout is
    ``MIN_TIMEOUT + slack x expected time`` (``slack`` starts at
    :data:`SLACK`), at most the teacher client's read timeout.
+
+What the pacer did is in :attr:`PacerStats.history`: one
+``(reason, batch, in_flight)`` entry per setting it took.
 
 A setting given by the caller (``batch_size`` or ``max_concurrency``) is
 kept fixed; the other one adapts. Teachers that run in process (no HTTP)
@@ -42,6 +62,7 @@ own; :meth:`fastrag.OpenAIEmbedder.embed_once`).
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -60,8 +81,10 @@ __all__ = [
     "MAX_BATCH",
     "MAX_CONCURRENCY",
     "MIN_TIMEOUT",
+    "REGROW_AFTER",
     "SLACK",
     "SLOW",
+    "WINDOW",
     "PacerStats",
     "TeacherPacer",
 ]
@@ -75,11 +98,15 @@ MAX_CONCURRENCY = 8
 GAIN = 1.1
 """A step up (a doubled batch, one more call in flight) is kept when throughput rises this much."""
 SLOW = 3.0
-"""A call this many times slower than expected means latency did not hold."""
+"""Calls this many times slower than expected (median of :data:`WINDOW`): latency did not hold."""
 SLACK = 4.0
 """A call's timeout is ``MIN_TIMEOUT`` plus this many times its expected time (x2 per timeout)."""
 MIN_TIMEOUT = 5.0
 """Seconds every call may take, whatever the estimate (a loaded machine stalls)."""
+WINDOW = 3
+"""Calls whose median latency per text a decision reads."""
+REGROW_AFTER = 8
+"""Successful calls at a lowered batch before a larger one is probed again."""
 BUSY_RETRIES = 10
 """Times one batch may be answered 429 / 503 before the distillation gives up."""
 _BACKOFF_CAP = 8.0
@@ -87,7 +114,15 @@ _BACKOFF_CAP = 8.0
 
 @dataclass
 class PacerStats:
-    """What a pacer did: calls, failures by kind, settings reached, texts per second."""
+    """What a pacer did: calls, failures by kind, settings reached, texts per second.
+
+    ``history`` holds one ``(reason, batch, in_flight)`` entry per setting
+    the pacer took, in order: ``"start"``, ``"grow"`` and ``"measure"``
+    (sizing the batch), ``"settle"`` (the batch chosen), ``"in flight"``
+    (a concurrency step), ``"steady"``, ``"slow"`` (one call fewer in
+    flight), ``"back-off"`` (a timeout, 429 or 503), ``"regrow"`` (a larger
+    batch probed after a back-off).
+    """
 
     calls: int = 0
     texts: int = 0
@@ -97,7 +132,7 @@ class PacerStats:
     seconds: float = 0.0
     batch: int = 0
     concurrency: int = 0
-    history: list[tuple[int, int]] = field(default_factory=list)
+    history: list[tuple[str, int, int]] = field(default_factory=list)
 
     @property
     def failed_calls(self) -> int:
@@ -108,6 +143,14 @@ class PacerStats:
     def rate(self) -> float:
         """Texts per second over the whole run."""
         return self.texts / self.seconds if self.seconds > 0 else 0.0
+
+    def batches(self) -> list[int]:
+        """The batch size of each entry of ``history``, in order."""
+        return [batch for _, batch, _ in self.history]
+
+    def reasons(self) -> list[str]:
+        """The reason of each entry of ``history``, in order."""
+        return [reason for reason, _, _ in self.history]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready figures."""
@@ -128,6 +171,8 @@ class _Call:
     sent: float
     expected: float
     in_flight: int
+    seq: int
+    """The call's number (from 0): calls numbered below a back-off's were already in flight."""
 
 
 def _busy(exc: BaseException) -> bool:
@@ -184,14 +229,24 @@ class TeacherPacer:
         self._phase = "batch" if batch_size is None else "concurrency"
         if max_concurrency is not None and self._phase == "concurrency":
             self._phase = "steady"
-        self._best: tuple[float, int] | None = None  # (rate, batch) while sizing the batch
+        # Latency per text (seconds, x calls in flight) of the last WINDOW calls of each batch
+        # size while sizing (or regrowing) the batch; `_kept` is the size the step started from.
+        self._samples: dict[int, deque[float]] = {}
+        self._step = self.batch  # the size being tried
+        self._kept: int | None = None
+        self._recent: deque[float] = deque(maxlen=WINDOW)  # latency per text at this setting
+        self._regrow_to = 0  # the batch before the last back-off (0: nothing to regrow)
         self._window: list[tuple[float, int]] = []  # (completion time, texts) at this setting
         self._window_rate: float | None = None  # rate before the last concurrency step
+        self._slow: deque[float] = deque(maxlen=WINDOW)  # latency / (SLOW x expected + 1 s)
         self._ceiling = MAX_CONCURRENCY if max_concurrency is None else max_concurrency
         client_cap = getattr(getattr(teacher, "client_config", None), "max_concurrency", None)
         if max_concurrency is None and isinstance(client_cap, int) and client_cap >= 1:
             self._ceiling = min(self._ceiling, client_cap)  # the client's own bound holds too
         self._steady_calls = 0
+        self._episode = 0  # calls numbered below this were in flight at the last back-off
+        self._since_back_off = -1  # successful calls at the lowered batch (-1: none lowered)
+        self.stats.history.append(("start", self.batch, self.concurrency))
 
     # -- the model of the teacher ---------------------------------------------------
     def expected(self, texts: int, in_flight: int) -> float:
@@ -212,59 +267,151 @@ class TeacherPacer:
             return True
         return batch * concurrency <= self.rate * self.timeout_cap / 2
 
-    def _set(self, batch: int | None = None, concurrency: int | None = None) -> None:
+    def _set(self, reason: str, batch: int | None = None, concurrency: int | None = None) -> None:
         if batch is not None and self.fixed_batch is None:
             self.batch = max(1, min(MAX_BATCH, batch))
         if concurrency is not None and self.fixed_concurrency is None:
             self.concurrency = max(1, min(self._ceiling, concurrency))
         self._window = []
-        self.stats.history.append((self.batch, self.concurrency))
+        self._slow.clear()
+        self._recent.clear()
+        self.stats.history.append((reason, self.batch, self.concurrency))
+
+    def _median(self, size: int) -> float:
+        return statistics.median(self._samples[size])
+
+    def _can_grow(self, batch: int) -> bool:
+        """Whether calls of ``batch`` texts stay within half the timeout at this concurrency.
+
+        With two sizes measured, a call's time is extrapolated along the line through
+        them (a fixed cost per call plus a cost per text); with one, in proportion to it.
+        """
+        if batch > MAX_BATCH:
+            return False
+        if self._phase == "regrow" and batch <= self._regrow_to:
+            return True  # the teacher answered calls of this size before the back-off
+        flight = self.concurrency if self._phase == "regrow" or self.fixed_concurrency else 1
+        step, kept = self._step, self._kept
+        if kept is not None and kept != step and {kept, step} <= self._samples.keys():
+            at_step, at_kept = step * self._median(step), kept * self._median(kept)
+            per_text = max(0.0, (at_step - at_kept) / (step - kept))
+            call = max(at_step, at_step + per_text * (batch - step))
+            return call * max(flight, 1) * 2 <= self.timeout_cap
+        return self.expected(batch, flight) * 2 <= self.timeout_cap
+
+    def _size(self, texts: int, per_text: float) -> None:
+        """One call of a batch-sizing step answered: grow, measure again or settle."""
+        step, kept = self._step, self._kept
+        if texts not in (step, kept):
+            return  # a short call (the last texts) or one of an earlier setting
+        self._samples.setdefault(texts, deque(maxlen=WINDOW)).append(per_text)
+        if step not in self._samples:
+            return  # the step's own size not measured yet
+        cur = self._median(step)
+        ref = self._median(kept) if kept in self._samples else None
+        regrow = self._phase == "regrow"
+        # A step is taken at once when its first call raised throughput by GAIN (in a
+        # regrowth: when latency per text held, rose by less than GAIN: the teacher answered
+        # that batch before the back-off); else once the medians of 3 calls at it and at the
+        # size before show it did not lower throughput.
+        full = (
+            kept is not None
+            and min(len(self._samples[step]), len(self._samples.get(kept, ()))) >= WINDOW
+        )
+        held = ref is not None and cur <= ref and full
+        if ref is None or (cur <= ref * GAIN if regrow else cur * GAIN <= ref) or held:
+            self.rate = 1.0 / cur
+            leap = ref is not None and cur * 1.6 <= ref and not regrow
+            grow = (4 if leap else 2) * step
+            limit = self._regrow_to if regrow else MAX_BATCH
+            if grow > 2 * step and not (grow <= limit and self._can_grow(grow)):
+                grow = 2 * step  # a leap too far: a doubling may still fit
+            if grow <= limit and self._can_grow(grow):
+                self._kept, self._step = step, grow
+                self._samples = {step: self._samples[step]}
+                self._set("regrow" if regrow else "grow", batch=grow)
+            else:
+                self._settle(step)
+            return
+        assert kept is not None  # nothing kept: the step above is always taken
+        if len(self._samples[step]) < WINDOW:
+            nxt = step  # one call is not enough to give a step up: measure it again
+        elif len(self._samples[kept]) < WINDOW:
+            nxt = kept  # nor to be the size it is compared with
+        else:
+            self.rate = 1.0 / self._median(kept)
+            self._settle(kept)  # the step lowered throughput
+            return
+        if self.batch != nxt:
+            self._set("measure", batch=nxt)
+
+    def _settle(self, batch: int) -> None:
+        """The batch is chosen: try a second call in flight, or go steady."""
+        regrow = self._phase == "regrow"
+        self._samples = {}
+        self._kept = None
+        self._step = batch
+        if regrow:
+            self._regrow_to = 0
+            self._since_back_off = -1
+            self._phase = "steady"
+            self._set("steady", batch=batch)
+            return
+        self.batch = batch if self.fixed_batch is None else self.batch
+        if self.fixed_concurrency is None and self._fits(batch, 2) and self._ceiling > 1:
+            # Measured at one call in flight; try two at once (the client's work then
+            # overlaps the teacher's), kept only if it pays.
+            self._phase = "concurrency"
+            self._window_rate = self.rate
+            self._set("settle", batch=batch, concurrency=2)
+        else:
+            self._phase = "steady"
+            self._set("settle", batch=batch)
 
     def _observe(self, call: _Call, now: float) -> None:
         """Learn from one answered call and take the next step of the sizing."""
         texts = call.hi - call.lo
         latency = max(now - call.sent, 1e-6)
-        single = texts / latency * max(call.in_flight, 1)  # Little's law, one call's view
+        per_text = latency / (max(texts, 1) * max(call.in_flight, 1))  # Little's law
+        single = 1.0 / per_text
         first = self.rate is None
         if first:
             self.rate = single
         if self._phase == "batch":
             if first:
                 return  # the first call also pays for the connection: measure again
-            if call.in_flight > 1 or texts != self.batch:
+            if call.in_flight > 1:
                 return
-            self.rate = single
-            leap = self._best is not None and single > self._best[0] * 1.6
-            if self._best is None or single > self._best[0] * GAIN:
-                self._best = (single, self.batch)  # this size paid
-            # Throughput nearly doubled with the batch: the call's fixed cost dominates, so
-            # grow faster.
-            grow = (4 if leap else 2) * self.batch
-            improving = self._best[1] == self.batch
-            if improving and grow <= MAX_BATCH and self.expected(grow, 1) * 2 <= self.timeout_cap:
-                self._set(batch=grow)
-                return
-            self.batch = self._best[1]
-            self.rate = self._best[0]
-            if self.fixed_concurrency is None and self._fits(self.batch, 2) and self._ceiling > 1:
-                # Measured at one call in flight; try two at once (the client's work then
-                # overlaps the teacher's), kept only if it pays.
-                self._phase = "concurrency"
-                self._window_rate = self._best[0]
-                self._set(concurrency=2)
-            else:
-                self._phase = "steady"
-                self._set()
+            self._size(texts, per_text)
+            return
+        if self._phase == "regrow":
+            self._size(texts, per_text)
             return
         self._window.append((now, texts))
-        if latency > SLOW * max(call.expected, 1e-3) + 1.0 and self._phase == "steady":
-            # Latency did not hold: one call fewer in flight, or a smaller batch.
+        self._recent.append(per_text)
+        self._slow.append(latency / (SLOW * max(call.expected, 1e-3) + 1.0))
+        if (
+            self._phase == "steady"
+            and self._since_back_off >= 0
+            and call.seq >= self._episode
+            and texts == self.batch
+        ):
+            self._since_back_off += 1  # a good call at the lowered batch
+            if self._since_back_off >= REGROW_AFTER and self._start_regrow():
+                return
+        if (
+            self._phase == "steady"
+            and len(self._slow) == WINDOW
+            and statistics.median(self._slow) > 1.0
+        ):
+            # Latency did not hold (the median of the last calls): one call fewer in flight.
+            # The batch stays: only a timeout, 429 or 503 lowers it.
+            self.rate = 1.0 / statistics.median(self._recent)
             if self.concurrency > 1 and self.fixed_concurrency is None:
                 self._ceiling = self.concurrency - 1
-                self._set(concurrency=self.concurrency - 1)
-            elif self.fixed_batch is None and self.batch > 1:
-                self._set(batch=self.batch // 2)
-            self.rate = texts / latency
+                self._set("slow", concurrency=self.concurrency - 1)
+            else:
+                self._slow.clear()
             return
         need = max(3, self.concurrency + 2)
         if len(self._window) < need:
@@ -276,18 +423,18 @@ class TeacherPacer:
             if self._window_rate is not None and measured < self._window_rate * GAIN:
                 # The step did not pay: back to one call fewer, and stay there.
                 self._ceiling = self.concurrency - 1
-                self._set(concurrency=self.concurrency - 1)
-                self.rate = self._window_rate
                 self._phase = "steady"
+                self._set("in flight", concurrency=self.concurrency - 1)
+                self.rate = self._window_rate
                 return
             self.rate = measured
             self._window_rate = measured
             nxt = self.concurrency + 1
             if nxt <= self._ceiling and self._fits(self.batch, nxt):
-                self._set(concurrency=nxt)
+                self._set("in flight", concurrency=nxt)
             else:
                 self._phase = "steady"
-                self._set()
+                self._set("steady")
             return
         # steady: keep the estimate fresh; now and then try one more call in flight again.
         self.rate = 0.5 * (self.rate or measured) + 0.5 * measured
@@ -302,18 +449,48 @@ class TeacherPacer:
             self._steady_calls = 0
             self._window_rate = measured
             self._phase = "concurrency"
-            self._set(concurrency=self.concurrency + 1)
+            self._set("in flight", concurrency=self.concurrency + 1)
 
-    def _back_off(self, timed_out: bool) -> None:
+    def _start_regrow(self) -> bool:
+        """After REGROW_AFTER good calls at a lowered batch: probe a doubled one."""
+        grow = min(2 * self.batch, self._regrow_to)
+        self._phase = "regrow"  # (_can_grow reads it)
+        if self.fixed_batch is not None or grow <= self.batch or not self._can_grow(grow):
+            self._phase = "steady"
+            self._since_back_off = -1
+            return False
+        self._kept, self._step = self.batch, grow
+        self._samples = {self.batch: deque(self._recent, maxlen=WINDOW)}
+        self._set("regrow", batch=grow)
+        return True
+
+    def _back_off(self, call: _Call, timed_out: bool) -> None:
+        """A timeout, 429 or 503: lower the settings, once per episode of failures."""
+        self._since_back_off = -1 if self._regrow_to == 0 else 0  # the count starts again
+        if call.seq < self._episode:
+            return  # in flight when the episode's first failure came: lowered already
+        self._episode = self.stats.calls  # every call sent so far belongs to this episode
+        # The batch to regrow to: the one in use, or during a regrowth the last one that held.
+        before = self._kept if self._phase == "regrow" and self._kept else self.batch
         self._phase = "steady"
-        self._ceiling = (
-            max(1, self.concurrency // 2) if self.fixed_concurrency is None else (self._ceiling)
-        )
-        self._set(concurrency=max(1, self.concurrency // 2))
+        self._samples = {}
+        self._kept = None
+        conc = self.concurrency
+        batch: int | None = None
+        if self.fixed_concurrency is None and conc > 1:
+            self._ceiling = max(1, conc // 2)
+            conc = max(1, conc // 2)
+            if timed_out and conc == 1:
+                batch = self.batch // 2
+        else:
+            batch = self.batch // 2
+        self._set("back-off", batch=batch, concurrency=conc)
+        self._step = self.batch
+        if self.fixed_batch is None and self.batch < before:
+            self._regrow_to = before
+            self._since_back_off = 0
         if timed_out:
             self.slack *= 2
-            if self.concurrency == 1 or self.fixed_concurrency is not None:
-                self._set(batch=self.batch // 2)
             if self.rate is not None:
                 self.rate /= 2
 
@@ -385,7 +562,8 @@ class TeacherPacer:
                     flight = len(pending) + 1
                     timeout = self.timeout(hi - lo, flight)
                     call = _Call(lo, hi, attempts, busy, time.perf_counter(),
-                                 self.expected(hi - lo, flight), flight)  # fmt: skip
+                                 self.expected(hi - lo, flight), flight,
+                                 self.stats.calls)  # fmt: skip
                     pending[pool.submit(self._call, list(texts[lo:hi]), timeout)] = call
                     self.stats.calls += 1
                 if not pending:
@@ -416,7 +594,7 @@ class TeacherPacer:
                         queue.append((call.lo, call.hi, attempts, busy_count))
                         queue = deque(sorted(queue))  # resent in text order
                         if timed_out or busy:
-                            self._back_off(timed_out)
+                            self._back_off(call, timed_out)
                             draining = True
                         wait_s = delay
                         after = getattr(exc, "retry_after", None)
