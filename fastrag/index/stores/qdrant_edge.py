@@ -443,7 +443,8 @@ class QdrantEdgeStore(LocatedStore):
             # A filter leaves fewer admitted neighbours per step of the graph: widen its
             # breadth by the share it admits (bounded). At 100,000 x 384 a filter keeping
             # 10 % of the rows gave recall@10 0.884 at ef 256 (the engine's own breadth).
-            ef = int(min(MAX_FILTERED_EF, max(self.ef, np.ceil(self.ef / share))))
+            base = EF if self.ef is None else self.ef
+            ef = int(min(MAX_FILTERED_EF, max(base, np.ceil(base / max(share, 1e-9)))))
             params = qe.SearchParams(hnsw_ef=ef, exact=False)
         shard = self._live()
         requests = [
