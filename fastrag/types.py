@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -116,6 +116,20 @@ class Hit:
     def updated_at(self) -> _dt.datetime | None:
         """When the document was last updated, if known."""
         return self.metadata.get("updated_at")
+
+
+def with_text(hit: Hit, text: str) -> Hit:
+    """``dataclasses.replace(hit, text=text)`` without its field introspection.
+
+    The answer stages give hits new text (redacted, with notes) several
+    times per answer; a subclass of :class:`Hit` goes through ``replace``.
+    """
+    if type(hit) is not Hit:
+        return replace(hit, text=text)
+    return Hit(
+        hit.chunk_id, hit.doc_id, hit.ord, hit.start, hit.end, text, hit.score, hit.metadata,
+        hit.relevance,
+    )  # fmt: skip
 
 
 # the slots' setters, in field order

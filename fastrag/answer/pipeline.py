@@ -44,7 +44,7 @@ from ..options import AnswerOptions
 from ..text.cjk import is_chinese
 from ..text.pii import Redactor
 from ..text.sentences import split_cited
-from ..types import Answer, Generation, Hit
+from ..types import Answer, Generation, Hit, with_text
 from .audit import audit_digest
 from .conflicts import Conflict, detect_conflicts
 from .context import Context, assemble_context
@@ -92,7 +92,7 @@ def is_model_bound(generator: Any) -> bool:
 def _note(block: Hit, notes: list[str]) -> Hit:
     if not notes:
         return block
-    return replace(block, text=block.text + "\n(" + " ".join(notes) + ")")
+    return with_text(block, block.text + "\n(" + " ".join(notes) + ")")
 
 
 def prepare(
@@ -106,7 +106,7 @@ def prepare(
 ) -> Prepared:
     """Context, redaction and notes for one question (see the module docstring)."""
     with timer("context") as info:
-        ctx = assemble_context(list(hits), budget=options.budget, estimator=options.estimator)
+        ctx = assemble_context(hits, budget=options.budget, estimator=options.estimator)
         shown = ctx.hits
         info.update(blocks=len(shown), dropped=len(ctx.dropped), tokens=ctx.tokens)
     warnings: list[str] = []
@@ -166,7 +166,7 @@ def prepare(
             blocks_for_prompt = (
                 readable
                 if redacted
-                else [replace(b, text=scrub(b.text)) if b.text else b for b in readable]
+                else [with_text(b, scrub(b.text)) if b.text else b for b in readable]
             )
             info.update(
                 facts=len(distilled.facts),
@@ -353,7 +353,10 @@ class AnswerPipeline:
             check_schema_support(ExtractiveGenerator() if generator is None else generator)
             structured = _Structured(generator, options.schema)
             return structured, structured
-        return generator, as_generator(generator)
+        call = as_generator(generator)
+        if type(call) is ExtractiveGenerator:  # Answer.prompt is prep.prompt: build no other
+            return generator, call.generate
+        return generator, call
 
     def answer_many(
         self,
