@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..errors import ConfigError
 from ..text.tokens import estimate_tokens
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ContextBlock:
     """One passage of the context, shown to the generator as ``[marker]``.
 
@@ -64,6 +64,18 @@ class ContextBlock:
     hit: Hit
     hits: tuple[Hit, ...]
     tokens: int
+
+    def __init__(self, marker: int, hit: Hit, hits: tuple[Hit, ...], tokens: int) -> None:
+        # The slots' setters (as Hit's __init__): several blocks per answer.
+        _set_marker(self, marker)
+        _set_hit(self, hit)
+        _set_hits(self, hits)
+        _set_tokens(self, tokens)
+
+
+_set_marker, _set_hit, _set_hits, _set_tokens = (
+    getattr(ContextBlock, f.name).__set__ for f in fields(ContextBlock)
+)
 
 
 @dataclass(frozen=True, slots=True)
