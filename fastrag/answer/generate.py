@@ -83,8 +83,8 @@ class ExtractiveGenerator:
         so it does not have this generator build another one.
         """
         best = 0.0
-        for i, h in enumerate(hits):
-            score = h.relevance if h.relevance is not None else h.score
+        for i, hit in enumerate(hits):
+            score = hit.relevance if hit.relevance is not None else hit.score
             if i == 0 or score > best:
                 best = score
         if not hits or best < self.min_score:
@@ -223,7 +223,7 @@ register_cache(_units.cache_clear)
 def _row_candidates(
     terms: tuple[Set[str], Set[str]], rows: tuple[_Row, ...]
 ) -> list[tuple[float, str]]:
-    """``(coverage, text)`` of the table rows of a hit (see :meth:`ExtractiveGenerator._candidates`)."""
+    """``(coverage, text)`` of a hit's table rows (see :meth:`ExtractiveGenerator._candidates`)."""
     out: list[tuple[float, str]] = []
     q_terms = terms[0] | terms[1]
     keys = {t for t in terms[0] if any(c.isdigit() for c in t)}
