@@ -98,16 +98,21 @@ class ExtractiveGenerator:
         scored: list[tuple[float, int, int, str]] = []  # (-coverage, hit, position, sentence)
         for h, hit in enumerate(hits):
             section = hit.metadata.get("section")
-            sentences, rows = _units(
+            sentences, rows, (u_terms, u_chars) = _units(
                 hit.text, hit.start > 0, section if isinstance(section, str) else None
             )
-            # coverage(terms, found) of each sentence, inline: most hits have a few sentences
-            for pos, (sentence, (s_terms, s_chars)) in enumerate(sentences):
-                cov = len(q_terms & s_terms) / n_terms if n_terms else 0.0
-                if n_chars:
-                    cov = 0.5 * cov + 0.5 * len(q_chars & s_chars) / n_chars
-                if cov >= min_coverage:
-                    scored.append((-cov, h, pos, sentence))
+            # coverage(terms, found), inline. No sentence covers more than all of them together
+            # (coverage grows with the terms found): a hit whose sentences fall short is skipped.
+            cov = len(q_terms & u_terms) / n_terms if n_terms else 0.0
+            if n_chars:
+                cov = 0.5 * cov + 0.5 * len(q_chars & u_chars) / n_chars
+            if cov >= min_coverage:
+                for pos, (sentence, (s_terms, s_chars)) in enumerate(sentences):
+                    cov = len(q_terms & s_terms) / n_terms if n_terms else 0.0
+                    if n_chars:
+                        cov = 0.5 * cov + 0.5 * len(q_chars & s_chars) / n_chars
+                    if cov >= min_coverage:
+                        scored.append((-cov, h, pos, sentence))
             if rows:
                 for pos, (cov, piece) in enumerate(_row_candidates(terms, rows), len(sentences)):
                     if cov >= min_coverage:
@@ -153,7 +158,7 @@ class ExtractiveGenerator:
         same candidates, with the coverage of the sentences computed inline.)
         """
         section = hit.metadata.get("section")
-        sentences, rows = _units(
+        sentences, rows, _ = _units(
             hit.text, hit.start > 0, section if isinstance(section, str) else None
         )
         out = [(coverage(terms, found), piece) for piece, found in sentences]
@@ -167,13 +172,13 @@ _Row = tuple[str, _Terms, tuple[tuple[str, frozenset[str], frozenset[str]], ...]
 @functools.lru_cache(maxsize=4096)
 def _units(
     text: str, cut_start: bool, section: str | None
-) -> tuple[tuple[tuple[str, _Terms], ...], tuple[_Row, ...]]:
+) -> tuple[tuple[tuple[str, _Terms], ...], tuple[_Row, ...], _Terms]:
     """What :meth:`ExtractiveGenerator._candidates` reads of a hit, whatever the question.
 
-    ``(sentences, rows)``: each candidate sentence (the cut ones left out)
-    with its terms (and those of the headings the chunk opens with), and
+    ``(sentences, rows, union)``: each candidate sentence (the cut ones left
+    out) with its terms (and those of the headings the chunk opens with),
     each table row as ``(text, terms, cells)``, a cell as ``(text, header
-    terms, value terms)``. A hit's text, whether its window starts inside
+    terms, value terms)``, and the union of the sentences' terms. A hit's text, whether its window starts inside
     its document and its section decide them, and context blocks recur
     across questions, so they are remembered (thread-safe).
     """
@@ -214,7 +219,11 @@ def _units(
             value_terms = text_terms(value)
             parts.append((cell, text_terms(head)[0], value_terms[0] | value_terms[1]))
         rows.append((whole, text_terms(whole), tuple(parts)))
-    return tuple(out), tuple(rows)
+    union = (
+        frozenset().union(*(found[0] for _, found in out)),
+        frozenset().union(*(found[1] for _, found in out)),
+    )
+    return tuple(out), tuple(rows), union
 
 
 register_cache(_units.cache_clear)
