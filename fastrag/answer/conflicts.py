@@ -455,7 +455,7 @@ def detect_conflicts(hits: Sequence[Hit], *, top: int | None = 5) -> list[Confli
     # Nothing to compare unless two documents state a number (most contexts): no quantities read.
     if len({h.doc_id for h in chosen if _states_number(h.text)}) < 2:
         return []
-    found = _conflicts(tuple((h.doc_id, h.text) for h in chosen))
+    found = _conflicts(tuple([(h.doc_id, h.text) for h in chosen]))
     return [
         Conflict(subject, unit, values, (chosen[a], chosen[b]), (a + 1, b + 1))
         for a, b, subject, unit, values in found

@@ -178,9 +178,10 @@ def _units(
     ``(sentences, rows, union)``: each candidate sentence (the cut ones left
     out) with its terms (and those of the headings the chunk opens with),
     each table row as ``(text, terms, cells)``, a cell as ``(text, header
-    terms, value terms)``, and the union of the sentences' terms. A hit's text, whether its window starts inside
-    its document and its section decide them, and context blocks recur
-    across questions, so they are remembered (thread-safe).
+    terms, value terms)``, and the union of the sentences' terms. A hit's
+    text, whether its window starts inside its document and its section
+    decide them, and context blocks recur across questions, so they are
+    remembered (thread-safe).
     """
     units = text_units(text)
     sentences = [(s, e) for s, e, row in units if row < 0]

@@ -426,7 +426,10 @@ def freshness_warnings(
         if not hit.metadata:
             continue
         value = hit.metadata.get("updated_at")
-        updated = _parse_datetime(value) if type(value) is str else _as_datetime(value)
+        if type(value) is _dt.datetime and value.tzinfo is not None:  # the store's
+            updated: _dt.datetime | None = value
+        else:
+            updated = _parse_datetime(value) if type(value) is str else _as_datetime(value)
         if updated is None:
             continue
         age = now - updated

@@ -92,7 +92,7 @@ def split_cited(text: str) -> list[tuple[str, tuple[int, ...]]]:
         piece = match.group()
         if not piece or piece.isspace():
             continue
-        markers = tuple(dict.fromkeys(int(m) for m in _MARKER.findall(piece)))
+        markers = tuple(dict.fromkeys([int(m) for m in _MARKER.findall(piece)]))
         sentence = _MARKER.sub("", piece).strip() if markers else piece.strip()
         if sentence:
             out.append((sentence, markers))
