@@ -105,10 +105,12 @@ def prepare(
     timer: StageTimer,
 ) -> Prepared:
     """Context, redaction and notes for one question (see the module docstring)."""
+    report = timer.on_stage is not None  # only a hook reads the stages' info
     with timer("context") as info:
         ctx = assemble_context(hits, budget=options.budget, estimator=options.estimator)
         shown = ctx.hits
-        info.update(blocks=len(shown), dropped=len(ctx.dropped), tokens=ctx.tokens)
+        if report:
+            info.update(blocks=len(shown), dropped=len(ctx.dropped), tokens=ctx.tokens)
     warnings: list[str] = []
     notes: dict[int, list[str]] = {}
     if options.max_age_days is not None:
@@ -118,7 +120,8 @@ def prepare(
             ):
                 warnings.append(f"[{w.marker}] {w.message}")
                 notes.setdefault(w.marker, []).append(w.message)
-            info.update(warnings=len(warnings))
+            if report:
+                info.update(warnings=len(warnings))
     conflicts: list[Conflict] = []
     if options.detect_conflicts:
         with timer("conflicts") as info:
@@ -136,7 +139,8 @@ def prepare(
                 warnings.append(text)
                 for m in c.markers:
                     notes.setdefault(m, []).append(text)
-            info.update(conflicts=len(conflicts))
+            if report:
+                info.update(conflicts=len(conflicts))
     model_question = question
     pii: dict[str, int] = {}
     with timer("redact") as info:
@@ -147,7 +151,8 @@ def prepare(
             for kind, n in q.counts.items():
                 pii[kind] = pii.get(kind, 0) + n
             model_question = q.text
-        info.update(redacted=sum(pii.values()))
+        if report:
+            info.update(redacted=sum(pii.values()))
     scrub = (lambda text: redactor.redact(text).text) if options.redact else str
     distiller = as_distiller(options.distill)
     distilled: Distilled | None = None
@@ -225,7 +230,8 @@ def finish(
             if generation.found
             else 0.0
         )
-        info.update(faithfulness=faith.score, confidence=conf)
+        if timer.on_stage is not None:  # only a hook reads the info
+            info.update(faithfulness=faith.score, confidence=conf)
     text, found, citations = generation.text, generation.found, tuple(cited)
     flagged = found and faith.score < options.min_faithfulness
     if flagged and options.replace_unfaithful:
