@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -118,6 +118,20 @@ class Hit:
         return self.metadata.get("updated_at")
 
 
+def with_text(hit: Hit, text: str) -> Hit:
+    """``dataclasses.replace(hit, text=text)`` without its field introspection.
+
+    The answer stages give hits new text (redacted, with notes) several
+    times per answer; a subclass of :class:`Hit` goes through ``replace``.
+    """
+    if type(hit) is not Hit:
+        return replace(hit, text=text)
+    return Hit(
+        hit.chunk_id, hit.doc_id, hit.ord, hit.start, hit.end, text, hit.score, hit.metadata,
+        hit.relevance,
+    )  # fmt: skip
+
+
 # the slots' setters, in field order
 (
     _set_chunk_id, _set_doc_id, _set_ord, _set_start, _set_end, _set_text, _set_score,
@@ -206,7 +220,7 @@ class Hits(list):  # type: ignore[type-arg]
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Generation:
     """What a generator returns for one question.
 
@@ -239,8 +253,26 @@ class Generation:
     usage: dict[str, Any] = field(default_factory=dict)
     data: Any = None
 
+    def __init__(
+        self, text: str, found: bool, citations: tuple[int, ...] = (), prompt: str | None = None,
+        model: str | None = None, usage: Any = _DEFAULT, data: Any = None,
+    ) -> None:  # fmt: skip
+        # The slots' setters, as Hit's __init__ does.
+        _g_text(self, text)
+        _g_found(self, found)
+        _g_citations(self, citations)
+        _g_prompt(self, prompt)
+        _g_model(self, model)
+        _g_usage(self, {} if usage is _DEFAULT else usage)
+        _g_data(self, data)
 
-@dataclass(frozen=True, slots=True)
+
+(_g_text, _g_found, _g_citations, _g_prompt, _g_model, _g_usage, _g_data) = (
+    getattr(Generation, f.name).__set__ for f in fields(Generation)
+)
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Answer:
     """An answer and everything it stands on.
 
@@ -328,6 +360,41 @@ class Answer:
     level: str | None = None
     distilled: Any = None
 
+    def __init__(
+        self, question: str, text: str, found: bool, hits: tuple[Hit, ...],
+        citations: dict[int, Hit], prompt: str, timings: dict[str, float],
+        model: str | None = None, query: Any = None, confidence: float | None = None,
+        faithfulness: float = 1.0, unsupported: tuple[str, ...] = (), flagged: bool = False,
+        warnings: tuple[str, ...] = (), conflicts: tuple[Any, ...] = (), high_risk: bool = False,
+        pii: Any = _DEFAULT, audit_digest: str = "", snapshot: str | None = None,
+        dropped: tuple[Hit, ...] = (), data: Any = None, level: str | None = None,
+        distilled: Any = None,
+    ) -> None:  # fmt: skip
+        # The slots' setters, as Hit's __init__ does (one answer per call, 23 fields).
+        _a_question(self, question)
+        _a_text(self, text)
+        _a_found(self, found)
+        _a_hits(self, hits)
+        _a_citations(self, citations)
+        _a_prompt(self, prompt)
+        _a_timings(self, timings)
+        _a_model(self, model)
+        _a_query(self, query)
+        _a_confidence(self, confidence)
+        _a_faithfulness(self, faithfulness)
+        _a_unsupported(self, unsupported)
+        _a_flagged(self, flagged)
+        _a_warnings(self, warnings)
+        _a_conflicts(self, conflicts)
+        _a_high_risk(self, high_risk)
+        _a_pii(self, {} if pii is _DEFAULT else pii)
+        _a_audit_digest(self, audit_digest)
+        _a_snapshot(self, snapshot)
+        _a_dropped(self, dropped)
+        _a_data(self, data)
+        _a_level(self, level)
+        _a_distilled(self, distilled)
+
     @property
     def route(self) -> str | None:
         """The question's routing class (``RetrievalOptions(route=...)``; None when off)."""
@@ -375,3 +442,31 @@ class Answer:
             "model": self.model,
             "timings": self.timings,
         }
+
+
+# the slots' setters of Answer, in field order
+(
+    _a_question,
+    _a_text,
+    _a_found,
+    _a_hits,
+    _a_citations,
+    _a_prompt,
+    _a_timings,
+    _a_model,
+    _a_query,
+    _a_confidence,
+    _a_faithfulness,
+    _a_unsupported,
+    _a_flagged,
+    _a_warnings,
+    _a_conflicts,
+    _a_high_risk,
+    _a_pii,
+    _a_audit_digest,
+    _a_snapshot,
+    _a_dropped,
+    _a_data,
+    _a_level,
+    _a_distilled,
+) = (getattr(Answer, f.name).__set__ for f in fields(Answer))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -269,3 +270,59 @@ def test_question_terms_equal_the_reference(text):
     from naive.terms import question_terms as reference
 
     assert question_terms(text) == reference(text)
+
+
+def _full_scan(gen: ExtractiveGenerator, question: str, hits: list[Hit]) -> tuple[str, tuple]:
+    """The extractive answer scoring every candidate of every hit (no hit skipped)."""
+    terms = question_terms(question)
+    scored = [
+        (-cov, h, pos, s)
+        for h, hit in enumerate(hits)
+        for pos, (cov, s) in enumerate(gen._candidates(terms, hit))
+        if cov >= gen.min_coverage
+    ]
+    if not scored:
+        return "", ()
+    scored.sort()
+    chosen: list[tuple[int, str]] = []
+    for neg, h, _, s in scored:
+        if -neg < -scored[0][0] - gen.slack or len(chosen) == gen.max_sentences:
+            break
+        if s not in [c for _, c in chosen]:
+            chosen.append((h, s))
+    sep = "" if fastrag.text.cjk.is_chinese(question) else " "
+    text = sep.join(f"{s}{sep}[{h + 1}]" for h, s in chosen)
+    return text, tuple(dict.fromkeys(h + 1 for h, _ in chosen))
+
+
+@pytest.mark.parametrize("min_coverage", [0.3, 0.5, 0.8])
+def test_skipping_hits_that_fall_short_changes_no_answer(demo_kb, min_coverage):
+    # generate() skips a hit when all its sentences together cover too little of the
+    # question; the answers are those of scoring every sentence
+    gen = ExtractiveGenerator(min_coverage=min_coverage)
+    questions = [
+        "年假怎么申请？", "How many days do I have to submit an expense report?",
+        "设备丢失后多久内要报告？", "What is the password policy?", "远程办公每周最多几天？",
+        "How many days of annual leave do employees receive?", "报销需要在几天内提交？",
+    ]  # fmt: skip
+    chunks = demo_kb.retrieve_batch(["x"], k=len(demo_kb), mode="vector", output="hits")[0]
+    for q in questions:
+        for hits in (demo_kb.retrieve(q, k=8), chunks):
+            got = gen.generate(q, hits)
+            want = _full_scan(gen, q, hits)
+            assert (got.text, got.citations) == want if got.found else not want[0]
+            assert got.prompt is None and gen(q, hits).prompt is not None
+            assert gen(q, hits).text == got.text  # the call builds the prompt, nothing else
+
+
+def test_answer_and_generation_defaults_are_their_own(demo_kb):
+    a, b = Generation("x", True), Generation("y", False)
+    assert a.usage == {} and a.usage is not b.usage and a.citations == ()
+    ans = demo_kb.answer("年假怎么申请？")
+    copy = dataclasses.replace(ans, text="changed")
+    assert copy.text == "changed" and copy.hits == ans.hits and copy.pii == ans.pii
+    bare = Answer("q", "t", False, (), {}, "p", {})
+    assert bare.pii == {} and bare.pii is not Answer("q", "t", False, (), {}, "p", {}).pii
+    assert (bare.faithfulness, bare.audit_digest, bare.level) == (1.0, "", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bare.text = "x"  # type: ignore[misc]

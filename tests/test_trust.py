@@ -6,6 +6,9 @@ import threading
 import time
 
 import pytest
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastrag.answer.generate import ExtractiveGenerator
 from fastrag.answer.prompt import NOT_FOUND_EN, NOT_FOUND_ZH
@@ -333,3 +336,22 @@ def test_call_with_timeout():
     assert isinstance(info.value, TimeoutError)
     assert not done.is_set()  # the wait ended while the call was still running
     release.set()
+
+
+# The sentence pattern one character at a time (the splitter takes runs of ordinary
+# characters whole): the reference its matches must equal.
+_REFERENCE_BODY = r"(?:[^。！？!?；;…\n.]|\.(?=[^\s\[]))*(?:[。！？!?；;….]+|\n+|$)"
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab .。！？!?；;…\n[]1 \t\r年x")), max_size=40))
+def test_the_sentence_splitter_equals_the_reference_pattern(text):
+    import re
+
+    from fastrag.text import sentences
+
+    for ours, suffix in ((sentences._SENTENCE, ""), (sentences._CITED, r"(?:[ \t]*\[\d{1,4}\])*")):
+        reference = re.compile(_REFERENCE_BODY + suffix)
+        assert [m.span() for m in ours.finditer(text)] == [
+            m.span() for m in reference.finditer(text)
+        ]

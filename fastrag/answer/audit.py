@@ -25,6 +25,7 @@ processes, machines and Python versions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 from collections.abc import Sequence
@@ -33,11 +34,21 @@ from typing import Any
 import orjson
 
 from ..errors import ConfigError
+from .stages import register_cache
 
 __all__ = ["AUDIT_FORMAT", "audit_digest", "audit_record", "verify_answer", "verify_digest"]
 
 AUDIT_FORMAT = "fastrag-audit-1"
 """Tag of the serialisation; a new format gets a new tag."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _text_digest(text: str) -> str:
+    """SHA-256 hex of a cited text (cited chunks recur across answers: remembered)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+register_cache(_text_digest.cache_clear)
 
 
 def audit_record(
@@ -74,7 +85,7 @@ def audit_record(
         for chunk_id, text in cited:
             if isinstance(chunk_id, bool) or not isinstance(text, str):
                 raise TypeError
-            pairs.append([int(chunk_id), hashlib.sha256(text.encode("utf-8")).hexdigest()])
+            pairs.append([int(chunk_id), _text_digest(text)])
         return orjson.dumps(
             {
                 "answer": answer,

@@ -453,13 +453,22 @@ def detect_conflicts(hits: Sequence[Hit], *, top: int | None = 5) -> list[Confli
     if len({h.doc_id for h in chosen}) < 2:
         return []
     # Nothing to compare unless two documents state a number (most contexts): no quantities read.
-    if len({h.doc_id for h in chosen if _NUMBER.search(h.text)}) < 2:
+    if len({h.doc_id for h in chosen if _states_number(h.text)}) < 2:
         return []
-    found = _conflicts(tuple((h.doc_id, h.text) for h in chosen))
+    found = _conflicts(tuple([(h.doc_id, h.text) for h in chosen]))
     return [
         Conflict(subject, unit, values, (chosen[a], chosen[b]), (a + 1, b + 1))
         for a, b, subject, unit, values in found
     ]
+
+
+@functools.lru_cache(maxsize=8192)
+def _states_number(text: str) -> bool:
+    """Whether a text holds a numeral (a chunk's text recurs across questions: remembered)."""
+    return _NUMBER.search(text) is not None
+
+
+register_cache(_states_number.cache_clear)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -23,8 +23,9 @@ character offsets, which redaction invalidates.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..errors import ConfigError
 from ..text.tokens import estimate_tokens
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ContextBlock:
     """One passage of the context, shown to the generator as ``[marker]``.
 
@@ -63,6 +64,18 @@ class ContextBlock:
     hit: Hit
     hits: tuple[Hit, ...]
     tokens: int
+
+    def __init__(self, marker: int, hit: Hit, hits: tuple[Hit, ...], tokens: int) -> None:
+        # The slots' setters (as Hit's __init__): several blocks per answer.
+        _set_marker(self, marker)
+        _set_hit(self, hit)
+        _set_hits(self, hits)
+        _set_tokens(self, tokens)
+
+
+_set_marker, _set_hit, _set_hits, _set_tokens = (
+    getattr(ContextBlock, f.name).__set__ for f in fields(ContextBlock)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,19 +132,25 @@ def merge_hits(hits: Sequence[Hit]) -> list[tuple[Hit, tuple[Hit, ...]]]:
         if hit.chunk_id in seen:
             continue
         seen.add(hit.chunk_id)
-        by_doc.setdefault(hit.doc_id, []).append((rank, hit))
+        members = by_doc.get(hit.doc_id)
+        if members is None:
+            by_doc[hit.doc_id] = [(rank, hit)]
+        else:
+            members.append((rank, hit))
+    if len(by_doc) == len(seen):  # one hit per document: nothing merges, ranks as given
+        return [(hit, (hit,)) for ((_, hit),) in by_doc.values()]
     ranked: list[tuple[int, Hit, tuple[Hit, ...]]] = []
     for members in by_doc.values():
         if len(members) == 1:
             rank, hit = members[0]
             ranked.append((rank, hit, (hit,)))
             continue
-        members.sort(key=lambda rh: (rh[1].start, rh[1].end, rh[0]))
+        members.sort(key=_window_order)
         group: list[tuple[int, Hit]] = []
         text = ""
         end = 0
         for rank, hit in members:
-            if group and _mergeable(hit) and _mergeable(group[-1][1]) and hit.start <= end:
+            if group and hit.start <= end and _mergeable(hit) and _mergeable(group[-1][1]):
                 if hit.end > end:
                     text += hit.text[end - hit.start :]
                     end = hit.end
@@ -141,30 +160,31 @@ def merge_hits(hits: Sequence[Hit]) -> list[tuple[Hit, tuple[Hit, ...]]]:
                 ranked.append(_block(group, text, end))
             group, text, end = [(rank, hit)], hit.text, hit.end
         ranked.append(_block(group, text, end))
-    ranked.sort(key=lambda item: item[0])
+    ranked.sort(key=_first)
     return [(hit, members_) for _, hit, members_ in ranked]
+
+
+def _window_order(rank_hit: tuple[int, Hit]) -> tuple[int, int, int]:
+    """Windows of one document by start, then end, then rank."""
+    rank, hit = rank_hit
+    return hit.start, hit.end, rank
+
+
+_first = operator.itemgetter(0)
 
 
 def _block(group: list[tuple[int, Hit]], text: str, end: int) -> tuple[int, Hit, tuple[Hit, ...]]:
     """``(best rank, block hit, hits)`` of a group of windows, first window first."""
     first = group[0][1]
-    hits = tuple(h for _, h in group)
-    best_rank = min(r for r, _ in group)
     if len(group) == 1:
-        return best_rank, first, hits
+        return group[0][0], first, (first,)
+    hits = tuple([h for _, h in group])
     relevances = [h.relevance for h in hits if h.relevance is not None]
     merged = Hit(
-        chunk_id=first.chunk_id,
-        doc_id=first.doc_id,
-        ord=first.ord,
-        start=first.start,
-        end=max(end, first.end),
-        text=text,
-        score=max(h.score for h in hits),
-        metadata=first.metadata,
-        relevance=max(relevances) if relevances else None,
-    )
-    return best_rank, merged, hits
+        first.chunk_id, first.doc_id, first.ord, first.start, max(end, first.end), text,
+        max([h.score for h in hits]), first.metadata, max(relevances) if relevances else None,
+    )  # fmt: skip
+    return min([r for r, _ in group]), merged, hits
 
 
 @functools.lru_cache(maxsize=8192)
@@ -213,18 +233,19 @@ def assemble_context(
     token each) are not counted.
     """
     if budget is not None and (
-        isinstance(budget, bool) or not isinstance(budget, int) or budget < 0
+        type(budget) is not int  # the common case first: an int, checked at once
+        and (isinstance(budget, bool) or not isinstance(budget, int))
+        or budget < 0
     ):
         raise ConfigError(f"budget must be a non-negative int or None, got {budget!r}")
     blocks: list[ContextBlock] = []
     dropped: list[Hit] = []
     total = 0
+    default = estimator is estimate_tokens
     for hit, members in merge_hits(hits):
         marker = len(blocks) + 1
         tokens = (
-            _default_tokens(marker, hit.text)
-            if estimator is estimate_tokens
-            else estimator(f"[{marker}] {hit.text}")
+            _default_tokens(marker, hit.text) if default else estimator(f"[{marker}] {hit.text}")
         )
         if budget is not None and total + tokens > budget:
             dropped.extend(members)

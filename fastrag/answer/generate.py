@@ -14,7 +14,7 @@ sentence it returns is a verbatim substring of a hit.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -73,43 +73,71 @@ class ExtractiveGenerator:
 
     def __call__(self, question: str, hits: Sequence[Hit]) -> Generation:
         """Answer ``question`` from ``hits`` (see the class docstring)."""
-        prompt = build_user_message(question, hits)
-        best = (
-            max((h.relevance if h.relevance is not None else h.score) for h in hits)
-            if hits
-            else 0.0
-        )
+        return self.generate(question, hits, build_user_message(question, hits))
+
+    def generate(self, question: str, hits: Sequence[Hit], prompt: str | None = None) -> Generation:
+        """:meth:`__call__` with the prompt given (the answer pipeline has built its own).
+
+        ``Generation.prompt`` is ``prompt`` (None: none); the answer pipeline
+        shows its own prompt (redacted, with the notes) in ``Answer.prompt``,
+        so it does not have this generator build another one.
+        """
+        best = 0.0
+        for i, hit in enumerate(hits):
+            score = hit.relevance if hit.relevance is not None else hit.score
+            if i == 0 or score > best:
+                best = score
         if not hits or best < self.min_score:
             return Generation(not_found_message(question), False, (), prompt)
         terms = question_terms(question)
-        if not terms[0] and not terms[1]:
+        q_terms, q_chars = terms
+        if not q_terms and not q_chars:
             return Generation(not_found_message(question), False, (), prompt)
+        n_terms, n_chars = len(q_terms), len(q_chars)
+        min_coverage = self.min_coverage
         scored: list[tuple[float, int, int, str]] = []  # (-coverage, hit, position, sentence)
         for h, hit in enumerate(hits):
-            for pos, (cov, sentence) in enumerate(self._candidates(terms, hit)):
-                if cov >= self.min_coverage:
-                    scored.append((-cov, h, pos, sentence))
+            section = hit.metadata.get("section")
+            sentences, rows, (u_terms, u_chars) = _units(
+                hit.text, hit.start > 0, section if isinstance(section, str) else None
+            )
+            # coverage(terms, found), inline. No sentence covers more than all of them together
+            # (coverage grows with the terms found): a hit whose sentences fall short is skipped.
+            cov = len(q_terms & u_terms) / n_terms if n_terms else 0.0
+            if n_chars:
+                cov = 0.5 * cov + 0.5 * len(q_chars & u_chars) / n_chars
+            if cov >= min_coverage:
+                for pos, (sentence, (s_terms, s_chars)) in enumerate(sentences):
+                    cov = len(q_terms & s_terms) / n_terms if n_terms else 0.0
+                    if n_chars:
+                        cov = 0.5 * cov + 0.5 * len(q_chars & s_chars) / n_chars
+                    if cov >= min_coverage:
+                        scored.append((-cov, h, pos, sentence))
+            if rows:
+                for pos, (cov, piece) in enumerate(_row_candidates(terms, rows), len(sentences)):
+                    if cov >= min_coverage:
+                        scored.append((-cov, h, pos, piece))
         if not scored:
             return Generation(not_found_message(question), False, (), prompt)
         scored.sort()
         floor = -scored[0][0] - self.slack
-        chosen: list[tuple[int, int, str]] = []
+        chosen: list[tuple[int, str]] = []
         seen: set[str] = set()
-        for neg_coverage, h, pos, sentence in scored:
+        for neg_coverage, h, _, sentence in scored:
             if -neg_coverage < floor:
                 break
             if sentence in seen:
                 continue  # the same sentence from an overlapping window
             seen.add(sentence)
-            chosen.append((h, pos, sentence))
+            chosen.append((h, sentence))
             if len(chosen) == self.max_sentences:
                 break
         # Chinese: "句子。[1]"; English: "Sentence. [1]".
         zh = is_chinese(question)
         sep, gap = ("", "") if zh else (" ", " ")
-        text = sep.join(f"{sentence}{gap}[{h + 1}]" for h, _, sentence in chosen)
+        text = sep.join([f"{sentence}{gap}[{h + 1}]" for h, sentence in chosen])
         # The markers it appended, not a parse: a hit's own "[1]" is not a citation.
-        cited = tuple(dict.fromkeys(h + 1 for h, _, _ in chosen))
+        cited = tuple(dict.fromkeys([h + 1 for h, _ in chosen]))
         return Generation(text, True, cited, prompt)
 
     @staticmethod
@@ -126,31 +154,15 @@ class ExtractiveGenerator:
         and whose value does not merely repeat the question (the value of ``Fix: ...`` alone
         for "What is the fix for SV0432?" when one cell answers, ``Header: value`` pairs
         when several do), or the whole row when no cell does; when the question names
-        numbers or codes, only a row that holds one answers.
+        numbers or codes, only a row that holds one answers. (:meth:`generate` reads the
+        same candidates, with the coverage of the sentences computed inline.)
         """
         section = hit.metadata.get("section")
-        sentences, rows = _units(
+        sentences, rows, _ = _units(
             hit.text, hit.start > 0, section if isinstance(section, str) else None
         )
         out = [(coverage(terms, found), piece) for piece, found in sentences]
-        if not rows:
-            return out
-        q_terms = terms[0] | terms[1]
-        keys = {t for t in terms[0] if any(c.isdigit() for c in t)}
-        for whole, whole_terms, cells in rows:
-            if keys and not keys & whole_terms[0]:
-                continue  # a row is a record: it must be the one the question names
-            cov = coverage(terms, whole_terms)
-            answering = [
-                cell
-                for cell, head_terms, value_terms in cells
-                if head_terms & q_terms and not value_terms <= q_terms
-            ]
-            if len(answering) == 1:  # the one cell that answers: its value
-                out.append((cov, answering[0].partition(":")[2].strip() or answering[0]))
-            else:
-                out.append((cov, "; ".join(answering) if answering else whole))
-        return out
+        return out + _row_candidates(terms, rows) if rows else out
 
 
 _Terms = tuple[frozenset[str], frozenset[str]]
@@ -160,15 +172,16 @@ _Row = tuple[str, _Terms, tuple[tuple[str, frozenset[str], frozenset[str]], ...]
 @functools.lru_cache(maxsize=4096)
 def _units(
     text: str, cut_start: bool, section: str | None
-) -> tuple[tuple[tuple[str, _Terms], ...], tuple[_Row, ...]]:
+) -> tuple[tuple[tuple[str, _Terms], ...], tuple[_Row, ...], _Terms]:
     """What :meth:`ExtractiveGenerator._candidates` reads of a hit, whatever the question.
 
-    ``(sentences, rows)``: each candidate sentence (the cut ones left out)
-    with its terms (and those of the headings the chunk opens with), and
+    ``(sentences, rows, union)``: each candidate sentence (the cut ones left
+    out) with its terms (and those of the headings the chunk opens with),
     each table row as ``(text, terms, cells)``, a cell as ``(text, header
-    terms, value terms)``. A hit's text, whether its window starts inside
-    its document and its section decide them, and context blocks recur
-    across questions, so they are remembered (thread-safe).
+    terms, value terms)``, and the union of the sentences' terms. A hit's
+    text, whether its window starts inside its document and its section
+    decide them, and context blocks recur across questions, so they are
+    remembered (thread-safe).
     """
     units = text_units(text)
     sentences = [(s, e) for s, e, row in units if row < 0]
@@ -207,10 +220,37 @@ def _units(
             value_terms = text_terms(value)
             parts.append((cell, text_terms(head)[0], value_terms[0] | value_terms[1]))
         rows.append((whole, text_terms(whole), tuple(parts)))
-    return tuple(out), tuple(rows)
+    union = (
+        frozenset().union(*(found[0] for _, found in out)),
+        frozenset().union(*(found[1] for _, found in out)),
+    )
+    return tuple(out), tuple(rows), union
 
 
 register_cache(_units.cache_clear)
+
+
+def _row_candidates(
+    terms: tuple[Set[str], Set[str]], rows: tuple[_Row, ...]
+) -> list[tuple[float, str]]:
+    """``(coverage, text)`` of a hit's table rows (see :meth:`ExtractiveGenerator._candidates`)."""
+    out: list[tuple[float, str]] = []
+    q_terms = terms[0] | terms[1]
+    keys = {t for t in terms[0] if any(c.isdigit() for c in t)}
+    for whole, whole_terms, cells in rows:
+        if keys and not keys & whole_terms[0]:
+            continue  # a row is a record: it must be the one the question names
+        cov = coverage(terms, whole_terms)
+        answering = [
+            cell
+            for cell, head_terms, value_terms in cells
+            if head_terms & q_terms and not value_terms <= q_terms
+        ]
+        if len(answering) == 1:  # the one cell that answers: its value
+            out.append((cov, answering[0].partition(":")[2].strip() or answering[0]))
+        else:
+            out.append((cov, "; ".join(answering) if answering else whole))
+    return out
 
 
 def _headings_length(text: str, section: Any) -> int:

@@ -44,7 +44,7 @@ from ..options import AnswerOptions
 from ..text.cjk import is_chinese
 from ..text.pii import Redactor
 from ..text.sentences import split_cited
-from ..types import Answer, Generation, Hit
+from ..types import Answer, Generation, Hit, with_text
 from .audit import audit_digest
 from .conflicts import Conflict, detect_conflicts
 from .context import Context, assemble_context
@@ -92,7 +92,7 @@ def is_model_bound(generator: Any) -> bool:
 def _note(block: Hit, notes: list[str]) -> Hit:
     if not notes:
         return block
-    return replace(block, text=block.text + "\n(" + " ".join(notes) + ")")
+    return with_text(block, block.text + "\n(" + " ".join(notes) + ")")
 
 
 def prepare(
@@ -105,10 +105,12 @@ def prepare(
     timer: StageTimer,
 ) -> Prepared:
     """Context, redaction and notes for one question (see the module docstring)."""
+    report = timer.on_stage is not None  # only a hook reads the stages' info
     with timer("context") as info:
-        ctx = assemble_context(list(hits), budget=options.budget, estimator=options.estimator)
+        ctx = assemble_context(hits, budget=options.budget, estimator=options.estimator)
         shown = ctx.hits
-        info.update(blocks=len(shown), dropped=len(ctx.dropped), tokens=ctx.tokens)
+        if report:
+            info.update(blocks=len(shown), dropped=len(ctx.dropped), tokens=ctx.tokens)
     warnings: list[str] = []
     notes: dict[int, list[str]] = {}
     if options.max_age_days is not None:
@@ -118,7 +120,8 @@ def prepare(
             ):
                 warnings.append(f"[{w.marker}] {w.message}")
                 notes.setdefault(w.marker, []).append(w.message)
-            info.update(warnings=len(warnings))
+            if report:
+                info.update(warnings=len(warnings))
     conflicts: list[Conflict] = []
     if options.detect_conflicts:
         with timer("conflicts") as info:
@@ -136,7 +139,8 @@ def prepare(
                 warnings.append(text)
                 for m in c.markers:
                     notes.setdefault(m, []).append(text)
-            info.update(conflicts=len(conflicts))
+            if report:
+                info.update(conflicts=len(conflicts))
     model_question = question
     pii: dict[str, int] = {}
     with timer("redact") as info:
@@ -147,7 +151,8 @@ def prepare(
             for kind, n in q.counts.items():
                 pii[kind] = pii.get(kind, 0) + n
             model_question = q.text
-        info.update(redacted=sum(pii.values()))
+        if report:
+            info.update(redacted=sum(pii.values()))
     scrub = (lambda text: redactor.redact(text).text) if options.redact else str
     distiller = as_distiller(options.distill)
     distilled: Distilled | None = None
@@ -166,7 +171,7 @@ def prepare(
             blocks_for_prompt = (
                 readable
                 if redacted
-                else [replace(b, text=scrub(b.text)) if b.text else b for b in readable]
+                else [with_text(b, scrub(b.text)) if b.text else b for b in readable]
             )
             info.update(
                 facts=len(distilled.facts),
@@ -225,7 +230,8 @@ def finish(
             if generation.found
             else 0.0
         )
-        info.update(faithfulness=faith.score, confidence=conf)
+        if timer.on_stage is not None:  # only a hook reads the info
+            info.update(faithfulness=faith.score, confidence=conf)
     text, found, citations = generation.text, generation.found, tuple(cited)
     flagged = found and faith.score < options.min_faithfulness
     if flagged and options.replace_unfaithful:
@@ -353,7 +359,10 @@ class AnswerPipeline:
             check_schema_support(ExtractiveGenerator() if generator is None else generator)
             structured = _Structured(generator, options.schema)
             return structured, structured
-        return generator, as_generator(generator)
+        call = as_generator(generator)
+        if type(call) is ExtractiveGenerator:  # Answer.prompt is prep.prompt: build no other
+            return generator, call.generate
+        return generator, call
 
     def answer_many(
         self,

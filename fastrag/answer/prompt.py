@@ -63,7 +63,7 @@ def build_user_message(question: str, hits: Sequence[Hit]) -> str:
     A hit with no text (a context block the distiller kept nothing of) is
     left out; the others keep their numbers.
     """
-    passages = "\n---\n".join(f"[{i}] {h.text}" for i, h in enumerate(hits, 1) if h.text)
+    passages = "\n---\n".join([f"[{i}] {h.text}" for i, h in enumerate(hits, 1) if h.text])
     return f"【知识库】\n{passages}\n\n【问题】\n{question}"
 
 

@@ -56,12 +56,12 @@ StageHook = Callable[[str, float, dict[str, Any]], None]
 class _Stage:
     """One timed stage (the object ``StageTimer.__call__`` returns)."""
 
-    __slots__ = ("_name", "_timer", "_t0", "info")
+    __slots__ = ("_name", "_timings", "_hook", "_t0", "info")
 
     def __init__(self, timer: StageTimer, name: str) -> None:
-        self._timer = timer
         self._name = name
-        self._t0 = 0.0
+        self._timings = timer.timings
+        self._hook = timer.on_stage
         self.info: dict[str, Any] = {}
 
     def __enter__(self) -> dict[str, Any]:
@@ -70,9 +70,20 @@ class _Stage:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
         seconds = time.perf_counter() - self._t0
-        if exc_type is not None:
-            self.info["error"] = exc_type.__name__
-        self._timer._record(self._name, seconds, self.info)
+        timings, name = self._timings, self._name
+        timings[name] = timings.get(name, 0.0) + seconds
+        if self._hook is not None:
+            if exc_type is not None:
+                self.info["error"] = exc_type.__name__
+            _report(self._hook, name, seconds, self.info)
+
+
+def _report(hook: StageHook, name: str, seconds: float, info: dict[str, Any]) -> None:
+    """Call an ``on_stage`` hook; its exception is logged and swallowed."""
+    try:
+        hook(name, seconds, info)
+    except Exception as exc:  # noqa: BLE001 - a metrics hook must not break answers
+        log.warning("on_stage hook failed for stage %r: %s: %s", name, type(exc).__name__, exc)
 
 
 class StageTimer:
@@ -108,17 +119,6 @@ class StageTimer:
     def __call__(self, name: str) -> _Stage:
         """A context manager timing stage ``name``; it yields an ``info`` dict to fill in."""
         return _Stage(self, name)
-
-    def _record(self, name: str, seconds: float, info: dict[str, Any]) -> None:
-        self.timings[name] = self.timings.get(name, 0.0) + seconds
-        hook = self.on_stage
-        if hook is not None:
-            try:
-                hook(name, seconds, info)
-            except Exception as exc:  # noqa: BLE001 - a metrics hook must not break answers
-                log.warning(
-                    "on_stage hook failed for stage %r: %s: %s", name, type(exc).__name__, exc
-                )
 
 
 def call_chat(chat: Any, messages: list[dict[str, str]], timeout: float | None) -> str:

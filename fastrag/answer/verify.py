@@ -97,7 +97,7 @@ def confidence(
     0.68
     """
     mean = (
-        math.fsum(_unit(r) for r in cited_relevances) / len(cited_relevances)
+        math.fsum([_unit(r) for r in cited_relevances]) / len(cited_relevances)
         if cited_relevances
         else 0.0
     )
@@ -135,11 +135,16 @@ class Faithfulness:
 
 
 def _source_map(sources: Sequence[str] | Mapping[int, str]) -> Mapping[int, str]:
+    if type(sources) is list:  # the answer pipeline's (no ABC check)
+        return dict(enumerate(sources, 1))
     if isinstance(sources, Mapping):
         return sources
     if isinstance(sources, str):
         raise ConfigError("sources must be a sequence of texts or a mapping marker -> text")
     return {i: s for i, s in enumerate(sources, 1)}
+
+
+_NOTHING_TO_CHECK = Faithfulness(1.0)  # frozen: one serves every not-found answer
 
 
 def check_faithfulness(
@@ -196,7 +201,7 @@ def check_faithfulness(
     if found is None:
         found = not is_not_found(answer_text) if answer_text.strip() else False
     if not found:
-        return Faithfulness(1.0)
+        return _NOTHING_TO_CHECK
 
     def terms_of(marker: int) -> frozenset[str]:
         return content_terms(by_marker[marker])
@@ -354,6 +359,12 @@ def _parse_datetime(value: str) -> _dt.datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=_dt.timezone.utc)
 
 
+@functools.lru_cache(maxsize=64)
+def _max_age(days: float) -> _dt.timedelta:
+    """``timedelta(days=days)``: one per ``max_age_days`` an options object carries."""
+    return _dt.timedelta(days=days)
+
+
 def _as_datetime(value: Any) -> _dt.datetime | None:
     """An aware datetime from a datetime, date or ISO-8601 string; naive means UTC."""
     if isinstance(value, str):
@@ -408,11 +419,17 @@ def freshness_warnings(
         now = _dt.datetime.now(_dt.timezone.utc)
     elif now.tzinfo is None:
         now = now.replace(tzinfo=_dt.timezone.utc)
-    limit = _dt.timedelta(days=max_age_days)
+    limit = _max_age(max_age_days)
     zh = question is not None and is_chinese(question)
     out: list[FreshnessWarning] = []
     for marker, hit in enumerate(hits, 1):
-        updated = _as_datetime(hit.metadata.get("updated_at")) if hit.metadata else None
+        if not hit.metadata:
+            continue
+        value = hit.metadata.get("updated_at")
+        if type(value) is _dt.datetime and value.tzinfo is not None:  # the store's
+            updated: _dt.datetime | None = value
+        else:
+            updated = _parse_datetime(value) if type(value) is str else _as_datetime(value)
         if updated is None:
             continue
         age = now - updated

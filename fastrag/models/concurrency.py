@@ -108,6 +108,10 @@ class RateLimiter:
             time.sleep(delay)
 
 
+_UNLIMITED = RateLimiter()
+"""The limiter of calls without limits (never reserves: shared)."""
+
+
 def _has_async(generator: Any) -> bool:
     if generator is None:
         return False  # the default (offline) generator
@@ -211,7 +215,11 @@ def generate_all(
         A :class:`~fastrag.Generation` or the exception raised, per item, in order.
     """
     _check_concurrency(max_concurrency)
-    limiter = RateLimiter(requests_per_minute, tokens_per_minute)
+    limiter = (
+        _UNLIMITED
+        if requests_per_minute is None and tokens_per_minute is None
+        else RateLimiter(requests_per_minute, tokens_per_minute)
+    )
     sync_call = call or generator
     cost = cost or _default_cost
     if not items:

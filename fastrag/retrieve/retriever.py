@@ -572,7 +572,8 @@ class Retriever:
         with timer("retrieve") as info:
             ranked = self.rank(corpus, queries, k, options)
             hits = corpus.store.hits_matrix(ranked.rows, ranked.scores, ranked.relevance)
-            info.update(hits=int((ranked.rows >= 0).sum()), mode=ranked.mode)
+            if getattr(timer, "on_stage", None) is not None:  # only a hook reads the info
+                info.update(hits=int((ranked.rows >= 0).sum()), mode=ranked.mode)
         reranker = options.reranker
         if reranker is not None:
             with timer("rerank") as info:

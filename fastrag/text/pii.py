@@ -62,7 +62,6 @@ type, and never holds the values.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 import unicodedata
@@ -70,7 +69,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..types import Hit
+from ..types import Hit, with_text
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -463,7 +462,7 @@ class Redactor:
             if found:
                 for name, n in found:
                     counts[name] = counts.get(name, 0) + n
-                hit = dataclasses.replace(hit, text=text)
+                hit = with_text(hit, text)
             out.append(hit)
         return out, counts
 

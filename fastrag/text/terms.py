@@ -52,9 +52,14 @@ def stem(word: str) -> str:
 
 def question_terms(text: str) -> tuple[set[str], set[str]]:
     """Content terms of a text: ``(terms, cjk_chars)`` (see the module docstring)."""
+    text = text.lower()
+    if text.isascii():  # no CJK: no question phrases, bigrams or characters
+        plain = set(_WORD.findall(text))
+        plain -= ENGLISH_STOPWORDS
+        return {stem(w) for w in plain if len(w) > 1 or w.isdigit()}, set()
     terms: set[str] = set()
     chars: set[str] = set()
-    text = CHINESE_QUESTION_PHRASES.sub(" ", text.lower())
+    text = CHINESE_QUESTION_PHRASES.sub(" ", text)
     # Each distinct word once (the terms are a set); ASCII words, the common case, by set
     # operations and without the CJK split.
     words = set(_WORD.findall(text))
