@@ -45,6 +45,7 @@ BLANKS = ["", "   ", "\t"] * 5
 QUESTIONS = [b + s for s in SUFFIXES for b in BASE] + BASE[:10] + BLANKS + [BASE[0]] * 5
 BATCH = 16  # several batches per actor
 ACTORS = 2
+IDLE_WORKERS_KEPT_MS = 30 * 60 * 1000  # longer than the module runs
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +53,17 @@ def ray_local(tmp_path_factory):
     # Ray puts the driver's working directory first on its workers' sys.path; from a
     # source checkout that would shadow the installed fastrag (whose kernels the
     # checkout's fastrag/ lacks), so start it elsewhere.
+    # One Ray for the module, whose idle workers live as long as it does: by default Ray kills
+    # an idle worker above its soft limit (num_cpus) after a second, so each test's Ray Data
+    # tasks started new worker processes that imported fastrag again. Kept, the next test's
+    # tasks reuse them (actors still get processes of their own). Each test asserts the same.
     cwd = os.getcwd()
     os.chdir(tmp_path_factory.mktemp("ray-cwd"))
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(
+            num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+            _system_config={"idle_worker_killing_time_threshold_ms": IDLE_WORKERS_KEPT_MS},
+        )  # fmt: skip
         yield
     finally:
         ray.shutdown()
