@@ -317,36 +317,20 @@ class QdrantStore(LocatedStore):
 class _ClientClauses(Clauses):
     """Filter clauses in qdrant-client's ``models``."""
 
-    def __init__(self, models: Any) -> None:
-        self.m = models
-
     def any_of(self, key: str, values: list[Any]) -> Any:
-        return self.m.FieldCondition(key=key, match=self.m.MatchAny(any=values))
+        return self.models.FieldCondition(key=key, match=self.models.MatchAny(any=values))
 
     def range(self, key: str, op: str, value: float) -> Any:
-        return self.m.FieldCondition(key=key, range=self.m.Range(**{op: value}))
+        return self.models.FieldCondition(key=key, range=self.models.Range(**{op: value}))
 
     def empty(self, key: str) -> Any:
-        return self.m.IsEmptyCondition(is_empty=self.m.PayloadField(key=key))
+        return self.models.IsEmptyCondition(is_empty=self.models.PayloadField(key=key))
 
     def null(self, key: str) -> Any:
-        return self.m.IsNullCondition(is_null=self.m.PayloadField(key=key))
+        return self.models.IsNullCondition(is_null=self.models.PayloadField(key=key))
 
     def has_id(self, ids: list[int]) -> Any:
-        return self.m.HasIdCondition(has_id=ids)
-
-    def filter(
-        self,
-        *,
-        must: Sequence[Any] | None = None,
-        should: Sequence[Any] | None = None,
-        must_not: Sequence[Any] | None = None,
-    ) -> Any:
-        return self.m.Filter(
-            must=None if must is None else list(must),
-            should=None if should is None else list(should),
-            must_not=None if must_not is None else list(must_not),
-        )
+        return self.models.HasIdCondition(has_id=ids)
 
     def public(self) -> Any:
-        return self.m.FieldCondition(key="public", match=self.m.MatchValue(value=True))
+        return self.models.FieldCondition(key="public", match=self.models.MatchValue(value=True))

@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,40 +105,24 @@ def _locked(exc: Exception) -> bool:
 class _EdgeClauses(Clauses):
     """Filter clauses in qdrant-edge-py's classes."""
 
-    def __init__(self, qe: Any) -> None:
-        self.qe = qe
-
     def any_of(self, key: str, values: list[Any]) -> Any:
-        return self.qe.FieldCondition(key=key, match=self.qe.MatchAny(any=values))
+        return self.models.FieldCondition(key=key, match=self.models.MatchAny(any=values))
 
     def range(self, key: str, op: str, value: float) -> Any:
-        return self.qe.FieldCondition(key=key, range=self.qe.RangeFloat(**{op: value}))
+        return self.models.FieldCondition(key=key, range=self.models.RangeFloat(**{op: value}))
 
     def empty(self, key: str) -> Any:
-        return self.qe.IsEmptyCondition(key=key)
+        return self.models.IsEmptyCondition(key=key)
 
     def null(self, key: str) -> Any:
-        return self.qe.IsNullCondition(key=key)
+        return self.models.IsNullCondition(key=key)
 
     def has_id(self, ids: list[int]) -> Any:
-        return self.qe.HasIdCondition(point_ids=set(ids))
-
-    def filter(
-        self,
-        *,
-        must: Sequence[Any] | None = None,
-        should: Sequence[Any] | None = None,
-        must_not: Sequence[Any] | None = None,
-    ) -> Any:
-        return self.qe.Filter(
-            must=None if must is None else list(must),
-            should=None if should is None else list(should),
-            must_not=None if must_not is None else list(must_not),
-        )
+        return self.models.HasIdCondition(point_ids=set(ids))
 
     def public(self) -> Any:
         # MatchValue(True) on the boolean ``public`` matches nothing in qdrant-edge-py 0.9.
-        return self.qe.IsEmptyCondition(key="acl")
+        return self.models.IsEmptyCondition(key="acl")
 
 
 def _positive(name: str, value: int | None, least: int) -> int | None:

@@ -24,7 +24,15 @@ __all__ = ["Clauses", "ids_filter", "point_payloads", "translate"]
 
 
 class Clauses:
-    """How one Qdrant client spells the clauses of a filter (subclass per client)."""
+    """How one Qdrant client spells the clauses of a filter (subclass per client).
+
+    ``models`` is the client's module of filter classes (qdrant-client's
+    ``models``, or ``qdrant_edge``); both take a ``Filter(must=, should=,
+    must_not=)``.
+    """
+
+    def __init__(self, models: Any) -> None:
+        self.models = models
 
     def any_of(self, key: str, values: list[Any]) -> Any:
         """The field (or one of its list's values) is one of ``values``."""
@@ -54,7 +62,11 @@ class Clauses:
         must_not: Sequence[Any] | None = None,
     ) -> Any:
         """A ``Filter`` of the clauses."""
-        raise NotImplementedError
+        return self.models.Filter(
+            must=None if must is None else list(must),
+            should=None if should is None else list(should),
+            must_not=None if must_not is None else list(must_not),
+        )
 
     def public(self) -> Any:
         """A public chunk (its ``acl`` empty): the ``public`` payload flag is true."""
