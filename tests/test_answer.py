@@ -326,3 +326,39 @@ def test_answer_and_generation_defaults_are_their_own(demo_kb):
     assert (bare.faithfulness, bare.audit_digest, bare.level) == (1.0, "", None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         bare.text = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cls_path", [
+    "fastrag.types.Hit", "fastrag.types.Generation", "fastrag.types.Answer",
+    "fastrag.answer.context.ContextBlock",
+])  # fmt: skip
+def test_hand_written_inits_match_their_dataclass_fields(cls_path):
+    """The slot-setting ``__init__`` of these types takes the fields in order, with their defaults.
+
+    They are written out by hand for speed; a field added, reordered or given another
+    default in the class body but not in ``__init__`` fails here.
+    """
+    import dataclasses
+    import importlib
+    import inspect
+
+    module, _, name = cls_path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    fields = dataclasses.fields(cls)
+    assert [p.name for p in params] == [f.name for f in fields]
+    required = {}
+    for p, f in zip(params, fields, strict=True):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            assert p.default is inspect.Parameter.empty, f.name
+            required[f.name] = object()
+        else:
+            assert p.default is not inspect.Parameter.empty, f.name
+    made = cls(**required)  # only the required fields: every other one takes its default
+    for f in fields:
+        if f.name in required:
+            assert getattr(made, f.name) is required[f.name]
+        elif f.default is not dataclasses.MISSING:
+            assert getattr(made, f.name) == f.default, f.name
+        else:
+            assert getattr(made, f.name) == f.default_factory(), f.name

@@ -72,6 +72,21 @@ WRITE_BATCH = 4096
 """Chunks per write request (one request per batch, never one per chunk)."""
 
 
+WIDEN_BOUND = 4096
+"""The largest search breadth :func:`widened` gives (``efSearch`` / ``ef`` of a graph)."""
+
+
+def widened(breadth: int, share: float, bound: int = WIDEN_BOUND) -> int:
+    """A search breadth widened by the share of rows a filter admits, at most ``bound``.
+
+    A filter leaves fewer admitted neighbours per probe or per step of a graph, so an
+    approximate index under one searches ``1 / share`` times as wide (never narrower),
+    or its recall falls with the filter. ``share`` is the ``share=`` of a
+    :meth:`VectorStore.search`.
+    """
+    return int(min(bound, breadth * max(1.0, 1.0 / max(share, 1e-9))))
+
+
 @dataclass(frozen=True)
 class Condition:
     """One field-operator condition of a ``where`` filter, in a store-neutral form.

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ..._fs import fsync_dir, fsync_file, sha256_file
 from ...errors import ConfigError, SearchIndexError, StoreCorruptedError
-from .base import Pushdown, VectorStore, store_errors
+from .base import Pushdown, VectorStore, store_errors, widened
 
 __all__ = ["FAISS_FILE", "FaissStore"]
 
@@ -317,12 +317,12 @@ class FaissStore(VectorStore):
         kwargs: dict[str, Any] = {} if sel is None else {"sel": sel}
         # A selective filter leaves fewer admitted neighbours per probe: widen the search by
         # the share of ids it admits (bounded), or recall falls with the filter.
-        widen = 1.0 if ids is None else max(1.0, index.ntotal / max(1, ids.size))
+        share = 1.0 if ids is None else max(1, ids.size) / max(1, index.ntotal)
         if isinstance(inner, faiss.IndexIVF):
-            nprobe = int(min(inner.nlist, self.nprobe * widen))
+            nprobe = widened(self.nprobe, share, bound=inner.nlist)
             params = faiss.SearchParametersIVF(nprobe=nprobe, **kwargs)
         elif isinstance(inner, faiss.IndexHNSW):
-            ef = int(min(4096, self.ef_search * widen))
+            ef = widened(self.ef_search, share)
             params = faiss.SearchParametersHNSW(efSearch=ef, **kwargs)
         elif sel is not None:
             params = faiss.SearchParameters(**kwargs)
