@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -148,6 +149,7 @@ class KnowledgeBase:
         rewriter: Any = None, threads: int | None = None,
         progress: Callable[[BuildProgress], None] | None = None,
         ontology: Ontology | Mapping[str, Any] | str | Path | None = None,
+        tune: bool | str = "auto",
     ) -> KnowledgeBase:  # fmt: skip
         """Chunk, embed and index documents (see README, "Library quick start").
 
@@ -171,8 +173,17 @@ class KnowledgeBase:
         fusion and limits; ``progress`` gets a :class:`BuildProgress` per batch;
         ``ontology`` (a YAML or JSON path, a dict or an
         :class:`~fastrag.corpus.ontology.Ontology`) expands the keyword
-        legs' queries (see :meth:`set_ontology`).
+        legs' queries (see :meth:`set_ontology`). ``tune`` chooses the hybrid
+        fusion from pseudo-questions of the corpus (:mod:`fastrag.retrieve.tune`):
+        ``"auto"`` when ``retrieval`` leaves the fusion and weights unset and
+        the corpus has at least 200 documents, in at most 10 % of the build's
+        time; ``True`` always; ``False`` keeps the embedder kind's fixed
+        weights. ``stats()["fusion_tuning"]`` says what it chose or why it
+        did not run.
         """
+        if tune not in (True, False, "auto"):
+            raise ConfigError(f"tune must be True, False or 'auto', got {tune!r}")
+        t0 = time.perf_counter()
         onto = as_ontology(ontology)  # a bad ontology fails before any work
         chunker = Chunker(window=window, overlap=overlap, mode=chunking)
         index = _check_index(index, allow_auto=True)
@@ -190,7 +201,22 @@ class KnowledgeBase:
         settings = Settings(chunker, kind, config, auto, retrieval or RetrievalConfig())
         if onto is not None:
             corpus = dataclasses.replace(corpus, ontology=onto)
-        return cls(corpus, settings, rewriter=rewriter)
+        kb = cls(corpus, settings, rewriter=rewriter)
+        kb._tune_at_build(tune, time.perf_counter() - t0)
+        return kb
+
+    def _tune_at_build(self, tune: bool | str, build_seconds: float) -> None:
+        """Apply :func:`~fastrag.retrieve.tune.tune_at_build` and keep its report."""
+        from .retrieve.tune import tune_at_build
+
+        choice, report = tune_at_build(
+            self._corpus, self._retriever, tune=tune, build_seconds=build_seconds
+        )
+        cfg = self._settings.retrieval
+        if choice is not None and not choice.kept_default:
+            cfg = choice.config(cfg)
+            self._retriever.config = cfg
+        self._settings = dataclasses.replace(self._settings, retrieval=cfg, fusion_tuning=report)
 
     @property
     def ontology(self) -> Ontology | None:
@@ -313,9 +339,14 @@ class KnowledgeBase:
         choice = tune_corpus(self._corpus, self._retriever, queries=queries, seed=seed)
         if apply:
             with self._lock:
-                cfg = choice.config(self._settings.retrieval)
-                self._settings = dataclasses.replace(self._settings, retrieval=cfg)
-                self._retriever.config = cfg
+                cfg = self._settings.retrieval
+                if not choice.kept_default:
+                    cfg = choice.config(cfg)
+                    self._retriever.config = cfg
+                report = {**choice.to_dict(), "applied": not choice.kept_default}
+                self._settings = dataclasses.replace(
+                    self._settings, retrieval=cfg, fusion_tuning=report
+                )
                 self._dirty = True
         return choice
 

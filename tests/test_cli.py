@@ -150,3 +150,41 @@ def test_console_script_entry_point(tmp_path):
         cwd=tmp_path,  # not the checkout, whose fastrag/ folder would shadow the install
     )
     assert out.stdout.startswith("fastrag ")
+
+
+def test_index_tune_and_the_tune_command(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    topics = ["coral reefs grow in warm shallow seas where sunlight reaches the polyps",
+              "glaciers carve deep valleys as compacted snow flows downhill slowly",
+              "desert plants store water in thick stems and open pores at night",
+              "ocean tides rise and fall twice daily as the moon pulls the earth"]  # fmt: skip
+    lines = [
+        json.dumps({"id": f"{i}-{j}", "text": f"{t}. Note {j} says the {t.split()[0]} study goes on."})
+        for i, t in enumerate(topics) for j in range(4)
+    ]  # fmt: skip
+    (src / "docs.jsonl").write_text("\n".join(lines) + "\n")
+    kb = tmp_path / "kb"
+    assert main(["index", str(src), "--kb", str(kb), "--window", "80", "--overlap", "10"]) == 0
+    assert "fusion: not tuned (16 documents, fewer than 200" in capsys.readouterr().err
+    info = json.loads((main(["info", str(kb)]), capsys.readouterr().out)[1])
+    assert "fewer than 200" in info["fusion_tuning"]["skipped"]
+    assert main(["tune", str(kb), "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["queries"] == 16 and dry["applied"] is False and dry["method"] == "pseudo-questions"
+    assert main(["info", str(kb)]) == 0
+    assert "skipped" in json.loads(capsys.readouterr().out)["fusion_tuning"]  # nothing saved
+    assert main(["tune", str(kb)]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"fusion: (rrf|convex) [\d.]+/[\d.]+/[\d.]+ .* on 16 pseudo-questions", err)
+    assert "saved snapshot" in err
+    assert main(["info", str(kb)]) == 0
+    saved = json.loads(capsys.readouterr().out)["fusion_tuning"]
+    assert {k: v for k, v in saved.items() if k not in ("seconds", "applied")} == {
+        k: v for k, v in dry.items() if k not in ("seconds", "applied")
+    }
+    assert (
+        main(["index", str(src), "--kb", str(tmp_path / "kb2"), "--overwrite", "--tune", "off"])
+        == 0
+    )
+    assert "fusion: not tuned (fixed weights (tune=False))" in capsys.readouterr().err

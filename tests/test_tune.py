@@ -9,12 +9,14 @@ from fastrag import KnowledgeBase, RetrievalConfig
 from fastrag.errors import ConfigError
 from fastrag.retrieve.fusion import fusion_plan
 from fastrag.retrieve.tune import (
+    MIN_QUERIES,
     VECTOR_STEPS,
     Legs,
     candidates,
     collect_legs,
     fuse_docs,
     pseudo_queries,
+    tune_corpus,
     tune_fusion,
 )
 
@@ -152,7 +154,10 @@ def test_knowledge_base_tunes_keeps_and_saves_its_fusion(tmp_path):
     assert choice.queries >= 5 and 0.0 <= choice.default_score <= 1.0
     assert choice.score >= choice.default_score
     cfg = kb._retriever.config  # noqa: SLF001
-    assert (cfg.fusion, cfg.vector_weight) == (choice.fusion, choice.vector_weight)
+    # This seed keeps the default: the settings stay unset (the kind's defaults), and
+    # the report says so.
+    assert choice.kept_default and cfg == RetrievalConfig()
+    assert kb.stats()["fusion_tuning"]["applied"] is False
     assert choice.to_dict()["method"] == "pseudo-questions"
     kb.save(tmp_path / "kb")
     again = KnowledgeBase.load(tmp_path / "kb")
@@ -163,3 +168,53 @@ def test_knowledge_base_tunes_keeps_and_saves_its_fusion(tmp_path):
     kb2 = KnowledgeBase.build(DOCS, window=80, overlap=10)
     assert kb2.tune_fusion(queries=12, seed=1, apply=False).scores == choice.scores
     assert kb2._retriever.config == RetrievalConfig()  # noqa: SLF001
+
+
+def test_build_tunes_when_asked_says_why_not_otherwise_and_saves_the_report(tmp_path):
+    small = KnowledgeBase.build(DOCS, window=80, overlap=10)  # tune="auto": too few documents
+    assert "fewer than 200" in small.stats()["fusion_tuning"]["skipped"]
+    assert small._retriever.config == RetrievalConfig()  # noqa: SLF001
+    fixed = KnowledgeBase.build(DOCS, window=80, overlap=10, tune=False)
+    assert fixed.stats()["fusion_tuning"] == {"skipped": "fixed weights (tune=False)"}
+    mine = KnowledgeBase.build(DOCS, window=80, overlap=10, retrieval=RetrievalConfig(fusion="rrf"))
+    assert mine.stats()["fusion_tuning"]["skipped"] == "the retrieval settings fix fusion"
+    # tune=True tunes a corpus of any size; on this one the default convex fusion moves.
+    kb = KnowledgeBase.build(DOCS, window=80, overlap=10, tune=True)
+    report = kb.stats()["fusion_tuning"]
+    assert report["applied"] is True and not report["kept_default"]
+    assert (
+        report["queries"] == len(DOCS) and report["pseudo_ndcg10"] > report["default_pseudo_ndcg10"]
+    )
+    cfg = kb._retriever.config  # noqa: SLF001
+    assert (cfg.fusion, cfg.vector_weight, cfg.keyword_weight, cfg.document_weight) == (
+        report["fusion"], report["vector_weight"], report["keyword_weight"], report["document_weight"]
+    )  # fmt: skip
+    kb.save(tmp_path / "kb")
+    again = KnowledgeBase.load(tmp_path / "kb")
+    assert again.stats()["fusion_tuning"] == report and again._retriever.config == cfg  # noqa: SLF001
+    # Deterministic: the same build chooses the same.
+    twin = KnowledgeBase.build(DOCS, window=80, overlap=10, tune=True)
+    assert twin.stats()["fusion_tuning"] == {
+        **report,
+        "seconds": twin.stats()["fusion_tuning"]["seconds"],
+    }
+
+
+def test_build_refuses_a_bad_tune_and_an_impossible_one():
+    with pytest.raises(ConfigError, match="tune must be"):
+        KnowledgeBase.build(DOCS, tune="yes")
+    with pytest.raises(ConfigError, match="no keyword index"):
+        KnowledgeBase.build(DOCS, keyword=False, tune=True)
+    assert "no keyword index" in KnowledgeBase.build(DOCS, keyword=False).stats()[
+        "fusion_tuning"]["skipped"]  # fmt: skip
+
+
+def test_a_time_budget_runs_only_the_questions_it_affords():
+    kb = KnowledgeBase.build(DOCS, window=80, overlap=10, tune=False)
+    corpus, retriever = kb._corpus, kb._retriever  # noqa: SLF001
+    free = tune_corpus(corpus, retriever, queries=30, seed=2)
+    ample = tune_corpus(corpus, retriever, queries=30, seed=2, budget=1e6)
+    assert ample.scores == free.scores and ample.queries == free.queries
+    assert free.queries == len(DOCS) < MIN_QUERIES  # the corpus, not a budget, limits it
+    with pytest.raises(ConfigError, match=r"0\.00 s affords \d+ pseudo-questions"):
+        tune_corpus(corpus, retriever, queries=30, seed=2, budget=0.0)

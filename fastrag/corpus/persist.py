@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,9 @@ class Settings:
     retrieval : RetrievalConfig
         Default mode, fusion and limits (:class:`~fastrag.RetrievalConfig`;
         any value with ``to_dict()`` here).
+    fusion_tuning : dict or None
+        What the fusion tuning chose, or why it did not run
+        (:func:`fastrag.retrieve.tune.tune_at_build`); None: never asked.
     """
 
     chunker: Chunker
@@ -94,6 +97,7 @@ class Settings:
     hnsw: HnswConfig
     auto: dict[str, Any] | None
     retrieval: Any
+    fusion_tuning: dict[str, Any] | None = None
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed."""
@@ -115,6 +119,7 @@ def header(corpus: Corpus, settings: Settings) -> dict[str, Any]:
         "index": index,
         "keyword": None if corpus.keyword is None else corpus.keyword.config(),
         "retrieval": settings.retrieval.to_dict(),
+        **({} if settings.fusion_tuning is None else {"fusion_tuning": settings.fusion_tuning}),
     }
 
 
@@ -206,7 +211,15 @@ def open_corpus(
     chunker = Chunker(
         window=chunking["window"], overlap=chunking["overlap"], mode=chunking.get("mode", "windows")
     )
-    settings = Settings(chunker, index_info["type"], hnsw, index_info.get("auto"), retrieval_config)
+    tuning = manifest.data.get("fusion_tuning")
+    if tuning is not None and not isinstance(tuning, Mapping):
+        raise StoreCorruptedError(
+            f"{manifest.path}: field 'fusion_tuning' must be an object, got {type(tuning).__name__}"
+        )
+    settings = Settings(
+        chunker, index_info["type"], hnsw, index_info.get("auto"), retrieval_config,
+        None if tuning is None else dict(tuning),
+    )  # fmt: skip
     ontology = _read_ontology(directory, files[ONTOLOGY_FILE], verify) if (
         ONTOLOGY_FILE in files
     ) else None  # fmt: skip
@@ -270,4 +283,5 @@ def describe(corpus: Corpus, settings: Settings) -> dict[str, Any]:
         "keyword": None if keyword is None else {**keyword.config(), "terms": keyword.n_terms},
         "ontology": None if corpus.ontology is None else len(corpus.ontology.entities),
         "retrieval": settings.retrieval.to_dict(),
+        "fusion_tuning": settings.fusion_tuning,
     }

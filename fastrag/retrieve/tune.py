@@ -52,8 +52,9 @@ from ..text.cjk import CJK_CHAR
 from ..text.sentences import split_sentences
 
 __all__ = [
-    "MARGIN", "VECTOR_STEPS", "FusionChoice", "Legs", "candidates", "collect_legs", "fuse_docs",
-    "pseudo_queries", "tune_corpus", "tune_fusion",
+    "BUILD_SHARE", "MARGIN", "MIN_DOCUMENTS", "MIN_QUERIES", "VECTOR_STEPS", "FusionChoice",
+    "Legs", "candidates", "collect_legs", "fuse_docs", "pseudo_queries", "tune_at_build",
+    "tune_corpus", "tune_fusion",
 ]  # fmt: skip
 
 VECTOR_STEPS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
@@ -61,6 +62,21 @@ VECTOR_STEPS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 MARGIN = 0.005
 """A candidate replaces the default only when it beats it by more than this on both halves."""
+
+MIN_DOCUMENTS = 200
+"""``tune="auto"`` tunes a corpus of at least this many documents (one pseudo-question each)."""
+
+MIN_QUERIES = 24
+"""Fewer pseudo-questions than this (too few sentences, or the time bound): no tuning."""
+
+BUILD_SHARE = 0.10
+"""``tune="auto"`` spends at most this share of the build's time on tuning."""
+
+_PROBE = 8
+"""Pseudo-questions whose legs price the rest under a time bound."""
+
+FUSION_FIELDS = ("fusion", "vector_weight", "keyword_weight", "document_weight")
+"""The retrieval settings a tuning chooses; one set by the user turns ``tune="auto"`` off."""
 
 _TERM = re.compile(r"[^\W\d_]{2,}|\d+", re.UNICODE)
 
@@ -242,6 +258,23 @@ class Legs:
         vr, vs = drop(self.vector_rows, self.vector_scores)
         kr, ks = drop(self.keyword_rows, self.keyword_scores)
         return Legs(vr, vs, kr, ks, self.doc_rows, self.doc_scores, self.groups)
+
+    @staticmethod
+    def concat(parts: Sequence[Legs]) -> Legs:
+        """The legs of several passes, their questions in order (same corpus, same width)."""
+        if len(parts) == 1:
+            return parts[0]
+
+        def cat(name: str) -> Any:
+            arrays = [getattr(p, name) for p in parts]
+            if any(a is None for a in arrays):
+                return None
+            return np.ascontiguousarray(np.concatenate(arrays, axis=0))
+
+        return Legs(
+            cat("vector_rows"), cat("vector_scores"), cat("keyword_rows"),
+            cat("keyword_scores"), cat("doc_rows"), cat("doc_scores"), parts[0].groups,
+        )  # fmt: skip
 
 
 def collect_legs(
@@ -436,6 +469,7 @@ def tune_corpus(
     seed: int = 0,
     keep: float = 0.6,
     margin: float = MARGIN,
+    budget: float | None = None,
 ) -> FusionChoice:
     """:func:`tune_fusion` over a corpus's own chunks, with ``retriever``'s settings as the default.
 
@@ -450,10 +484,20 @@ def tune_corpus(
         As for :func:`pseudo_queries`.
     margin : float, default :data:`MARGIN`
         As for :func:`tune_fusion`.
+    budget : float, optional
+        Seconds the tuning may take: the legs of :data:`_PROBE`
+        pseudo-questions are timed first, and only as many more are run as
+        the rest of the budget affords.
 
     Returns
     -------
     FusionChoice
+
+    Raises
+    ------
+    ConfigError
+        Fewer than 2 pseudo-questions could be made, or (with ``budget``)
+        the budget affords fewer than :data:`MIN_QUERIES` of them.
     """
     from .fusion import embedder_kind, fusion_plan
 
@@ -471,9 +515,15 @@ def tune_corpus(
     )  # fmt: skip
     if len(picked) < 2:
         raise ConfigError("no pseudo-question could be made from this corpus (too few sentences)")
-    legs = collect_legs(corpus, retriever, [q for q, _, _ in picked])
-    legs = legs.without(rows[np.array([i for _, _, i in picked], dtype=np.int64)])
-    targets = groups[rows[np.array([i for _, _, i in picked], dtype=np.int64)]]
+    questions = [q for q, _, _ in picked]
+    if budget is None:
+        legs = collect_legs(corpus, retriever, questions)
+    else:
+        legs, questions = _within(corpus, retriever, questions, budget, t0)
+        picked = picked[: len(questions)]
+    sources = rows[np.array([i for _, _, i in picked], dtype=np.int64)]
+    legs = legs.without(sources)
+    targets = groups[sources]
     plan = fusion_plan(retriever.config, corpus.embedder)
     settings = candidates(
         embedder_kind(corpus.embedder), (plan.method, plan.vector, plan.keyword, plan.document)
@@ -482,3 +532,102 @@ def tune_corpus(
         legs, targets, settings, rrf_k=float(retriever.config.rrf_k), margin=margin
     )
     return dataclasses.replace(choice, seconds=time.perf_counter() - t0)
+
+
+def _within(
+    corpus: Any, retriever: Any, questions: list[str], budget: float, t0: float
+) -> tuple[Legs, list[str]]:
+    """The legs of as many of ``questions`` as fit in ``budget`` seconds from ``t0``."""
+    # One question first: it pays whatever a first call in this process costs, which
+    # is counted against the budget but not taken as the price of the others.
+    parts = [collect_legs(corpus, retriever, questions[:1])]
+    t1 = time.perf_counter()
+    probe = questions[1 : 1 + _PROBE]
+    if probe:
+        parts.append(collect_legs(corpus, retriever, probe))
+    each = (time.perf_counter() - t1) / max(1, len(probe))
+    done = 1 + len(probe)
+    left = budget - (time.perf_counter() - t0)
+    # 0.8: the fusions and the rest of the tuning after the legs.
+    more = max(0, min(len(questions) - done, int(0.8 * left / each) if each > 0 else 0))
+    if done + more < min(MIN_QUERIES, len(questions)):
+        raise ConfigError(
+            f"fusion tuning skipped: {budget:.2f} s affords {done + more} pseudo-questions "
+            f"({each * 1000:.1f} ms each), fewer than {MIN_QUERIES}"
+        )
+    if more:
+        parts.append(collect_legs(corpus, retriever, questions[done : done + more]))
+    return Legs.concat(parts), questions[: done + more]
+
+
+def tune_at_build(
+    corpus: Any, retriever: Any, *, tune: bool | str, build_seconds: float, seed: int = 0
+) -> tuple[FusionChoice | None, dict[str, Any]]:
+    """Tune the fusion of a new knowledge base as ``KnowledgeBase.build(tune=...)`` asks.
+
+    Parameters
+    ----------
+    corpus, retriever
+        The new knowledge base's.
+    tune : bool or "auto"
+        ``False``: fixed weights. ``True``: tune whatever the corpus's size,
+        with no time bound (a corpus that cannot be tuned raises).
+        ``"auto"``: tune when the fusion is unset (the embedder kind's
+        defaults), the corpus has vectors, a keyword index and at least
+        :data:`MIN_DOCUMENTS` documents, within :data:`BUILD_SHARE` of
+        ``build_seconds``.
+    build_seconds : float
+        How long the build took.
+    seed : int, default 0
+        Seed of the pseudo-questions.
+
+    Returns
+    -------
+    (FusionChoice or None, dict)
+        The choice (None when not tuned) and a JSON-ready report: the
+        choice's summary with ``applied`` (whether it replaced the
+        fusion in force), or ``{"skipped": reason}``.
+
+    Raises
+    ------
+    ConfigError
+        ``tune`` is not True, False or "auto"; or ``tune=True`` and the
+        corpus cannot be tuned.
+    """
+    if tune not in (True, False, "auto"):
+        raise ConfigError(f"tune must be True, False or 'auto', got {tune!r}")
+    if tune is False:
+        return None, {"skipped": "fixed weights (tune=False)"}
+    reason = None
+    config = retriever.config
+    fixed = [name for name in FUSION_FIELDS if getattr(config, name) is not None]
+    if corpus.keyword is None:
+        reason = "no keyword index (keyword=False)"
+    elif corpus.store.dim == 0:
+        reason = "no vectors"
+    elif tune == "auto" and fixed:
+        reason = f"the retrieval settings fix {', '.join(fixed)}"
+    elif tune == "auto" and corpus.store.n_docs < MIN_DOCUMENTS:
+        reason = (
+            f"{corpus.store.n_docs:,} documents, fewer than {MIN_DOCUMENTS} "
+            "(tune=True tunes anyway)"
+        )
+    if reason is not None:
+        if tune is True:
+            raise ConfigError(f"fusion tuning is not possible here: {reason}")
+        return None, {"skipped": reason}
+    try:
+        choice = tune_corpus(
+            corpus, retriever, seed=seed,
+            budget=BUILD_SHARE * build_seconds if tune == "auto" else None,
+        )  # fmt: skip
+    except ConfigError as exc:
+        if tune is True:
+            raise
+        return None, {"skipped": str(exc)}
+    if tune == "auto" and choice.queries < MIN_QUERIES:
+        return None, {
+            "skipped": f"only {choice.queries} pseudo-questions could be made "
+            f"(fewer than {MIN_QUERIES}; tune=True tunes anyway)"
+        }
+    return choice, {**choice.to_dict(), "applied": not choice.kept_default}
