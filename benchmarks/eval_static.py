@@ -168,6 +168,9 @@ def tune(kb, ds, halves, base: RetrievalConfig) -> list[dict[str, Any]]:
     return out
 
 
+TUNE: dict[str, Any] = {"auto": "auto", "on": True, "off": False}
+
+
 def legs(kb, ds, halves, label: str) -> dict[str, Any]:
     res: dict[str, Any] = {}
     for mode in ("vector", "keyword", "hybrid"):
@@ -177,6 +180,8 @@ def legs(kb, ds, halves, label: str) -> dict[str, Any]:
         allq = halves[0][0] + halves[1][0]
         allt = halves[0][1] + halves[1][1]
         res[f"{mode}_all"] = score(kb, ds, allq, allt, mode)["ndcg10"]
+    res["fusion_tuning"] = kb.stats().get("fusion_tuning")  # what the build chose, or why not
+    print(f"{label}: fusion at build {res['fusion_tuning']}", file=sys.stderr)
     print(
         f"{label}: vector {res['vector_all']:.4f} (test {res['vector_test']:.4f}), keyword "
         f"{res['keyword_all']:.4f}, hybrid default {res['hybrid_all']:.4f} (test {res['hybrid_test']:.4f})",
@@ -216,6 +221,12 @@ def main() -> None:
     ap.add_argument(
         "--tune", action="store_true", help="choose fusion weights on one half, report the other"
     )
+    ap.add_argument(
+        "--build-tune",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="KnowledgeBase.build(tune=...): the label-free fusion tuning at build",
+    )
     ap.add_argument("--save-table", default=None, help="write the distilled table here")
     ap.add_argument(
         "--table", default=None, help="score this ready table instead of distilling one"
@@ -239,7 +250,7 @@ def main() -> None:
     if args.table:  # a ready table (e.g. the general one): no teacher, no distillation
         emb = StaticEmbedder.load(args.table)
         t0 = time.perf_counter()
-        kb = KnowledgeBase.build(ds.documents(), embedder=emb)
+        kb = KnowledgeBase.build(ds.documents(), tune=TUNE[args.build_tune], embedder=emb)
         results["build_seconds"] = time.perf_counter() - t0
         results["table"] = {
             "file": args.table,
@@ -250,7 +261,9 @@ def main() -> None:
         if args.tune:
             results["static_tuned"] = tune(kb, ds, halves, RetrievalConfig())
         if args.characters:
-            kbc = KnowledgeBase.build(ds.documents(), embedder=VocabularyEmbedder())
+            kbc = KnowledgeBase.build(
+                ds.documents(), tune=TUNE[args.build_tune], embedder=VocabularyEmbedder()
+            )
             results["characters"] = legs(kbc, ds, halves, "characters")
             if args.tune:
                 results["characters_tuned"] = tune(kbc, ds, halves, RetrievalConfig())
@@ -266,7 +279,7 @@ def main() -> None:
     )  # fmt: skip
     emb = StaticEmbedder(teacher=teacher, options=options, workdir=args.workdir, progress=True)
     t0 = time.perf_counter()
-    kb = KnowledgeBase.build(ds.documents(), embedder=emb)
+    kb = KnowledgeBase.build(ds.documents(), tune=TUNE[args.build_tune], embedder=emb)
     results["build_seconds"] = time.perf_counter() - t0
     results["table"] = {
         "items": len(emb.table),
@@ -280,7 +293,9 @@ def main() -> None:
     if args.tune:
         results["static_tuned"] = tune(kb, ds, halves, RetrievalConfig())
     if args.characters:
-        kbc = KnowledgeBase.build(ds.documents(), embedder=VocabularyEmbedder())
+        kbc = KnowledgeBase.build(
+            ds.documents(), tune=TUNE[args.build_tune], embedder=VocabularyEmbedder()
+        )
         results["characters"] = legs(kbc, ds, halves, "characters")
         if args.tune:
             results["characters_tuned"] = tune(kbc, ds, halves, RetrievalConfig())
@@ -299,7 +314,7 @@ def main() -> None:
         else:
             teacher_emb = teacher
         t0 = time.perf_counter()
-        kbt = KnowledgeBase.build(ds.documents(), embedder=teacher_emb)
+        kbt = KnowledgeBase.build(ds.documents(), tune=TUNE[args.build_tune], embedder=teacher_emb)
         if sample is None:
             rate = len(chunk_texts) / (time.perf_counter() - t0)
         else:  # measure the teacher's speed on a slice of the same chunks

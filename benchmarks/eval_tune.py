@@ -54,6 +54,10 @@ def main() -> None:
         "--start", default=None,
         help="method,vector,keyword,document: the fusion in force before tuning (default: kind's)",
     )  # fmt: skip
+    parser.add_argument(
+        "--at-build", action="store_true",
+        help="build with tune='auto' (the default of KnowledgeBase.build) and report its choice",
+    )  # fmt: skip
     args = parser.parse_args()
 
     ds = load_beir(args.data)
@@ -65,7 +69,9 @@ def main() -> None:
         kb = KnowledgeBase.load(args.cache)
         build = None
     else:
-        kb = KnowledgeBase.build(ds.documents(), embedder=emb)
+        kb = KnowledgeBase.build(
+            ds.documents(), embedder=emb, tune="auto" if args.at_build else False
+        )
         build = time.perf_counter() - t0
         if args.cache:
             kb.save(args.cache)
@@ -92,13 +98,20 @@ def main() -> None:
         ])  # fmt: skip
         return {"even": round(float(s[0::2].mean()), 4), "odd": round(float(s[1::2].mean()), 4)}
 
-    plan = fusion_plan(retriever.config, corpus.embedder)
+    in_force = fusion_plan(retriever.config, corpus.embedder)
+    plan = in_force if args.start else fusion_plan(RetrievalConfig(), corpus.embedder)
     default = (plan.method, plan.vector, plan.keyword, plan.document)
     out: dict = {
         "data": args.data, "embedder": "static" if emb else "characters",
         "real_questions": len(qids), "build_seconds": None if build is None else round(build, 1),
         "load_average": os.getloadavg()[0], "default": [*default, halves(default)],
     }  # fmt: skip
+    if args.at_build:
+        report = kb.stats()["fusion_tuning"]
+        chosen = (in_force.method, in_force.vector, in_force.keyword, in_force.document)
+        out["at_build"] = {**report, "in_force": [*chosen, halves(chosen)]}
+        if build is not None and "seconds" in report:
+            out["at_build"]["share_of_build"] = round(report["seconds"] / build, 3)
     out["label_free"] = []
     for seed in [int(s) for s in args.seeds.split(",")]:
         choice = kb.tune_fusion(queries=args.queries, seed=seed, apply=False)
