@@ -73,7 +73,7 @@ BUILD_SHARE = 0.10
 """``tune="auto"`` spends at most this share of the build's time on tuning."""
 
 _PROBE = 8
-"""Pseudo-questions whose legs price the rest under a time bound."""
+"""Pseudo-questions of the larger of the two batches that price the legs under a time bound."""
 
 FUSION_FIELDS = ("fusion", "vector_weight", "keyword_weight", "document_weight")
 """The retrieval settings a tuning chooses; one set by the user turns ``tune="auto"`` off."""
@@ -485,9 +485,9 @@ def tune_corpus(
     margin : float, default :data:`MARGIN`
         As for :func:`tune_fusion`.
     budget : float, optional
-        Seconds the tuning may take: the legs of :data:`_PROBE`
-        pseudo-questions are timed first, and only as many more are run as
-        the rest of the budget affords.
+        Seconds the legs may take (after a first question, whose one-time
+        kernel loading is not counted): they run in growing batches, and
+        only as many as the budget affords.
 
     Returns
     -------
@@ -519,7 +519,7 @@ def tune_corpus(
     if budget is None:
         legs = collect_legs(corpus, retriever, questions)
     else:
-        legs, questions = _within(corpus, retriever, questions, budget, t0)
+        legs, questions = _within(corpus, retriever, questions, budget)
         picked = picked[: len(questions)]
     sources = rows[np.array([i for _, _, i in picked], dtype=np.int64)]
     legs = legs.without(sources)
@@ -535,29 +535,50 @@ def tune_corpus(
 
 
 def _within(
-    corpus: Any, retriever: Any, questions: list[str], budget: float, t0: float
+    corpus: Any, retriever: Any, questions: list[str], budget: float
 ) -> tuple[Legs, list[str]]:
-    """The legs of as many of ``questions`` as fit in ``budget`` seconds from ``t0``."""
-    # One question first: it pays whatever a first call in this process costs, which
-    # is counted against the budget but not taken as the price of the others.
+    """The legs of as many of ``questions`` as fit in ``budget`` seconds.
+
+    One question first, outside the budget: it pays what a first call in
+    this process costs (loading the search kernels, as a first question
+    would), which says nothing of the price of the others. Then two priced
+    batches (:data:`_PROBE` / 2 and :data:`_PROBE` questions) fit a call's
+    time as ``fixed + each x questions`` (a call streams the whole store's
+    vectors once, whatever its questions), and one last call takes as many
+    of the rest as that predicts will fit; 0.8 of the budget goes to the
+    legs, the rest to the fusions.
+    """
     parts = [collect_legs(corpus, retriever, questions[:1])]
-    t1 = time.perf_counter()
-    probe = questions[1 : 1 + _PROBE]
-    if probe:
-        parts.append(collect_legs(corpus, retriever, probe))
-    each = (time.perf_counter() - t1) / max(1, len(probe))
-    done = 1 + len(probe)
-    left = budget - (time.perf_counter() - t0)
-    # 0.8: the fusions and the rest of the tuning after the legs.
-    more = max(0, min(len(questions) - done, int(0.8 * left / each) if each > 0 else 0))
-    if done + more < min(MIN_QUERIES, len(questions)):
-        raise ConfigError(
-            f"fusion tuning skipped: {budget:.2f} s affords {done + more} pseudo-questions "
-            f"({each * 1000:.1f} ms each), fewer than {MIN_QUERIES}"
-        )
-    if more:
+    t0 = time.perf_counter()
+    done, times = 1, []
+    for size in (_PROBE // 2, _PROBE):
+        size = min(size, len(questions) - done)
+        if size <= 0 or time.perf_counter() - t0 >= 0.8 * budget:
+            break
+        t1 = time.perf_counter()
+        parts.append(collect_legs(corpus, retriever, questions[done : done + size]))
+        times.append((size, time.perf_counter() - t1))
+        done += size
+    fixed, each = 0.0, 0.0
+    if len(times) == 2:
+        (m1, s1), (m2, s2) = times
+        each = max((s2 - s1) / (m2 - m1), 0.1 * s2 / m2)  # noise: never below a tenth
+        fixed = max(0.0, s1 - each * m1)
+    elif times:
+        each = times[0][1] / times[0][0]
+    left = 0.8 * budget - (time.perf_counter() - t0)
+    more = 0
+    if each > 0 and left > fixed:
+        more = min(len(questions) - done, int((left - fixed) / each))
+    if more > 0:
         parts.append(collect_legs(corpus, retriever, questions[done : done + more]))
-    return Legs.concat(parts), questions[: done + more]
+        done += more
+    if done < min(MIN_QUERIES, len(questions)):
+        raise ConfigError(
+            f"fusion tuning skipped: {budget:.2f} s affords {done} pseudo-questions "
+            f"({fixed * 1000:.1f} ms a call + {each * 1000:.1f} ms each), fewer than {MIN_QUERIES}"
+        )
+    return Legs.concat(parts), questions[:done]
 
 
 def tune_at_build(
