@@ -169,3 +169,22 @@ def test_ef_lock_never_mixes_efs_nor_readers_with_a_writer():
     assert not errors, errors[:5]
     assert state["writes"] > 0 and state["reads"] > 100  # both sides got in
     assert not lock._inside and not lock._gate
+
+
+def test_a_question_embeds_with_the_gil_held_to_the_same_bits():
+    from fastrag._native import embedding as kernels
+    from fastrag._native import readonly
+    from fastrag.text.utf8 import encode_utf8
+
+    emb = VocabularyEmbedder(max_features=64).fit([d["text"] for d in mixed_documents(50, seed=3)])
+    texts = [d["text"][:80] for d in mixed_documents(40, seed=4)] + ["", "zzz 😀"]
+    data, offsets = encode_utf8(texts)
+    table = emb._table
+    held = np.empty((len(texts), emb.dim), np.float32)
+    parallel = np.empty_like(held)
+    kernels.embed_counts_held(readonly(data), readonly(offsets), table, held)
+    with threads(2):
+        kernels.embed_counts(readonly(data), readonly(offsets), table, parallel)
+    np.testing.assert_array_equal(held, parallel)
+    for i, t in enumerate(texts):  # one question at a time (the held path) gives the batch's rows
+        np.testing.assert_array_equal(emb.embed([t])[0], parallel[i])
