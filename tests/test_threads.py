@@ -49,7 +49,9 @@ def test_threads_get_exactly_the_serial_results_on_the_mapped_graph(loaded, mode
         for j in range(40):
             i = (t + 16 * j) % len(questions)
             if j % 10 == 9 and i < 10:  # an exact call between graph calls
-                got.append(("exact", i, _key(kb.retrieve(questions[i], k=5, mode=mode, exact=True))))
+                got.append(
+                    ("exact", i, _key(kb.retrieve(questions[i], k=5, mode=mode, exact=True)))
+                )
             got.append(("graph", i, _key(kb.retrieve(questions[i], k=5, mode=mode))))
         return got
 
@@ -174,6 +176,7 @@ def test_ef_lock_never_mixes_efs_nor_readers_with_a_writer():
 def test_a_question_embeds_with_the_gil_held_to_the_same_bits():
     from fastrag._native import embedding as kernels
     from fastrag._native import readonly
+
     from fastrag.text.utf8 import encode_utf8
 
     emb = VocabularyEmbedder(max_features=64).fit([d["text"] for d in mixed_documents(50, seed=3)])

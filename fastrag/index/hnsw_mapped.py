@@ -29,8 +29,8 @@ import numpy as np
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
 from .._fs import sha256_file
-from .._native import hnsw as _kernels
 from .._native import frozen, readonly
+from .._native import hnsw as _kernels
 from .._threads import threads as _threads
 from ..errors import SearchIndexError
 
