@@ -20,6 +20,8 @@ descent through the upper layers, then the base-layer beam search of width
 ``ef`` (``searchBaseLayerST``), with deleted elements and an optional filter
 by label excluded from the results but not from the walk, exactly as hnswlib
 does. Both priority queues break ties as hnswlib's ``std::pair`` queues do.
+:func:`search_serial` is its serial kernel, called directly by a caller that
+keeps the read-only views and int64 scalars of a graph (one call a question).
 
 Kernels never write into their inputs (the visited-tag arrays are scratch
 space owned by the caller) and stay in bounds on a file that passed
