@@ -20,6 +20,10 @@ machine) and p99 latency stays under 5 ms.
    call's own ``perf_counter`` span (queueing for the GIL included).
    Every concurrent result is asserted equal (chunk ids and scores) to the
    serial one for the same question.
+   The last two columns: the process's CPU time per call (``getrusage``:
+   the load of other processes inflates it less than wall time) and its
+   voluntary context switches per call ("waits": a thread blocking for
+   the GIL or a lock; a count, the figure to compare on a busy machine).
 4. Rounds are interleaved (each round runs every mode and thread count
    once) and the medians over rounds are printed, with the min-max range:
    the machine is shared and noisy.
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import threading
@@ -89,10 +94,12 @@ def run_once(call, ref: list, n_threads: int, calls: int) -> dict:
     for th in threads:
         th.start()
     barrier.wait()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     for th in threads:
         th.join()
     wall = max(done_at) - start
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     if errors:
         raise errors[0]
     all_lat = np.concatenate([np.asarray(x) for x in lat]) * 1e3
@@ -104,6 +111,9 @@ def run_once(call, ref: list, n_threads: int, calls: int) -> dict:
         "p50_ms": float(np.percentile(all_lat, 50)),
         "p99_ms": float(np.percentile(all_lat, 99)),
         "mismatches": int(sum(bad)),
+        # the process's CPU and voluntary context switches (waits for the GIL or a lock)
+        "cpu_us": (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / calls * 1e6,
+        "vcs": (r1.ru_nvcsw - r0.ru_nvcsw) / calls,
     }
 
 
@@ -199,8 +209,11 @@ def main() -> None:
 
     total_bad = sum(res["mismatches"] for rs in rounds.values() for res in rs)
     print(f"\nmedians over {args.repeat} rounds ({len(kb):,} chunks, k={args.k}); [min-max]")
-    print("| mode | caller threads | retrievals/s | p50 ms | p99 ms | vs 1 thread |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| mode | caller threads | retrievals/s | p50 ms | p99 ms | vs 1 thread "
+        "| CPU us/call | waits/call |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     summary = {}
     for m in modes:
         base = statistics.median(x["qps"] for x in rounds[(m, counts[0])])
@@ -218,7 +231,9 @@ def main() -> None:
             print(
                 f"| {m} | {n} | {med:,.0f} [{min(qps):,.0f}-{max(qps):,.0f}] | "
                 f"{statistics.median(p50):.3f} [{min(p50):.3f}-{max(p50):.3f}] | "
-                f"{statistics.median(p99):.3f} [{min(p99):.3f}-{max(p99):.3f}] | {med / base:.2f}x |"
+                f"{statistics.median(p99):.3f} [{min(p99):.3f}-{max(p99):.3f}] | {med / base:.2f}x | "
+                f"{statistics.median(x['cpu_us'] for x in rs):.0f} | "
+                f"{statistics.median(x['vcs'] for x in rs):.2f} |"
             )
     if 1 in counts and 16 in counts:
         print()

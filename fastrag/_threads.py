@@ -13,6 +13,7 @@ concurrent callers are serialised rather than crashed.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
 _layer_lock = threading.Lock()
 _layer: str | None = None
 _workqueue_lock = threading.Lock()
+_set_threads: Any = None  # Numba's per-thread setter without its locks (see _setter)
 
 
 def threading_layer() -> str:
@@ -53,6 +55,37 @@ def threading_layer() -> str:
                 _launch()
             _layer = str(numba.threading_layer())
     return _layer
+
+
+def _setter() -> Any:
+    """Numba's per-thread ``set_num_threads`` without its Python wrapper.
+
+    ``numba.set_num_threads`` takes two process-wide locks on every call
+    (one of them a multiprocessing semaphore) to make sure the threading
+    layer is loaded, then calls the layer's C setter through ctypes, which
+    releases the GIL for it: two convoys and a GIL hand-off per call, and a
+    retrieval narrowing a kernel to one thread pays them twice. Once the
+    layer is loaded (:func:`threading_layer`) the same C setter is called
+    here through a ``PYFUNCTYPE`` prototype, which keeps the GIL (the store
+    of one thread-local int takes nanoseconds). Falls back to
+    ``numba.set_num_threads`` should Numba's internals differ.
+    """
+    global _set_threads
+    if _set_threads is None:
+        threading_layer()
+        setter: Any = numba.set_num_threads
+        try:
+            from numba.np.ufunc import parallel
+
+            address = None
+            if parallel._is_initialized:  # the layer is loaded: its setter is bound
+                address = ctypes.cast(parallel._set_num_threads, ctypes.c_void_p).value
+            if address:
+                setter = ctypes.PYFUNCTYPE(None, ctypes.c_int)(address)
+        except (AttributeError, ImportError, TypeError, ctypes.ArgumentError):
+            pass
+        _set_threads = setter
+    return _set_threads
 
 
 def _launch() -> None:
@@ -108,9 +141,10 @@ _local = threading.local()
 def current_threads() -> int:
     """The Numba thread count of the calling thread (read from Numba once, then tracked).
 
-    Numba's own ``get_num_threads`` takes a process-wide lock on every call;
-    fastrag is the one changing the setting inside its calls, so it keeps
-    the value per thread instead.
+    Numba's own ``get_num_threads`` and ``set_num_threads`` take process-wide
+    locks on every call; fastrag is the one changing the setting inside its
+    calls, so it keeps the value per thread and sets it without them (see
+    :func:`_setter`).
     """
     n = getattr(_local, "n", None)
     if n is None:
@@ -153,7 +187,7 @@ class threads:  # noqa: N801 - used as a context manager, like a function
             _workqueue_lock.acquire()
         previous = current_threads()
         if previous != self.count:
-            numba.set_num_threads(self.count)
+            (_set_threads or _setter())(self.count)
             _local.n = self.count
         self.previous = previous
         return self.count
@@ -161,7 +195,7 @@ class threads:  # noqa: N801 - used as a context manager, like a function
     def __exit__(self, *exc: object) -> None:
         try:
             if self.previous != self.count:
-                numba.set_num_threads(self.previous)
+                (_set_threads or _setter())(self.previous)
                 _local.n = self.previous
         finally:
             if self.guard is not None:

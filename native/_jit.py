@@ -6,7 +6,7 @@ Every kernel in ``fastrag._native`` is decorated with :func:`kernel` or
 - ``cache=True`` unless ``FASTRAG_NUMBA_CACHE=0`` (the escape hatch for
   read-only installs or a suspected stale cache);
 - ``nogil=True``, so callers in other Python threads keep running while a
-  kernel does;
+  kernel does (``held_kernel``: the GIL kept, for microsecond kernels);
 - a *safe* fastmath flag set: ``reassoc`` and ``contract`` let LLVM vectorise
   dot products and sums, while ``nnan``/``ninf`` are left out so that NaN and
   infinity checks are never compiled away.
@@ -23,7 +23,7 @@ from functools import partial
 import numba
 import numpy as np
 
-__all__ = ["CACHE", "FASTMATH", "frozen", "kernel", "parallel_kernel", "readonly"]
+__all__ = ["CACHE", "FASTMATH", "frozen", "held_kernel", "kernel", "parallel_kernel", "readonly"]
 
 CACHE: bool = os.environ.get("FASTRAG_NUMBA_CACHE", "1").strip().lower() not in {
     "0",
@@ -38,6 +38,15 @@ FASTMATH: frozenset[str] = frozenset({"nsz", "arcp", "contract", "afn", "reassoc
 
 kernel = partial(numba.njit, cache=CACHE, nogil=True, fastmath=set(FASTMATH))
 """Decorator for a serial kernel."""
+
+held_kernel = partial(numba.njit, cache=CACHE, nogil=False, fastmath=set(FASTMATH))
+"""Decorator for a serial kernel that keeps the GIL: for the microsecond calls of one question.
+
+Releasing the GIL lets other threads run, but with many caller threads each
+release hands the GIL to another thread and queues for it back (a context
+switch or two); a kernel shorter than that hand-off is better run with the
+GIL held.
+"""
 
 parallel_kernel = partial(
     numba.njit, cache=CACHE, nogil=True, fastmath=set(FASTMATH), parallel=True

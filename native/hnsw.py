@@ -20,6 +20,8 @@ descent through the upper layers, then the base-layer beam search of width
 ``ef`` (``searchBaseLayerST``), with deleted elements and an optional filter
 by label excluded from the results but not from the walk, exactly as hnswlib
 does. Both priority queues break ties as hnswlib's ``std::pair`` queues do.
+:func:`search_serial` is its serial kernel, called directly by a caller that
+keeps the read-only views and int64 scalars of a graph (one call a question).
 
 Kernels never write into their inputs (the visited-tag arrays are scratch
 space owned by the caller) and stay in bounds on a file that passed
@@ -34,7 +36,7 @@ from numba import prange
 from . import heap
 from ._jit import frozen, kernel, parallel_kernel
 
-__all__ = ["HEADER_WORDS", "LAYOUT_ERRORS", "graph_layout", "search", "warmup"]
+__all__ = ["HEADER_WORDS", "LAYOUT_ERRORS", "graph_layout", "search", "search_serial", "warmup"]
 
 HEADER_WORDS = 24
 """hnswlib's file header is 96 bytes: 24 words (the kernels write the literal 24)."""
@@ -263,22 +265,35 @@ def _search_one(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, l
 
 
 @kernel
-def _search_serial(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
-                   n_deleted, allowed, entry, maxlevel, queries, k, ef, visited, n_blocks,
-                   out_labels, out_dist, found):  # fmt: skip
-    """:func:`_search_one` for every query, in order, on the caller's ``visited`` tags."""
+def search_serial(words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
+                  n_deleted, allowed, entry, maxlevel, queries, k, ef, visited):  # fmt: skip
+    """:func:`_search_one` for every query, in order, on the caller's ``visited`` tags.
+
+    The serial search in one call: returns ``(out_labels, out_dist, fewest)``,
+    the arrays of :func:`search` and the fewest results any query found
+    (``k`` when every query found ``k``; ``k`` for no query).
+    """
+    m = queries.shape[0]
+    out_labels = np.empty((m, k), dtype=np.int64)
+    out_dist = np.empty((m, k), dtype=np.float32)
+    fewest = k
+    if labels.size == 0:
+        out_labels[:] = -1
+        out_dist[:] = np.inf
+        return out_labels, out_dist, np.int64(0) if m else fewest
     cap = max(64, 2 * ef)
     cd = np.empty(cap, dtype=np.float32)
     ci = np.empty(cap, dtype=np.int64)
     td = np.empty(ef + 1, dtype=np.float32)
     ti = np.empty(ef + 1, dtype=np.int64)
-    for qi in range(queries.shape[0]):
+    for qi in range(m):
         f, cd, ci = _search_one(
             words, vecs, per_w, data_w, label_w, max_m, upper_off, levels, labels, deleted,
             n_deleted, allowed, entry, maxlevel, queries[qi], k, ef, visited, cd, ci, td, ti,
             out_labels[qi], out_dist[qi],
         )  # fmt: skip
-        found[qi] = f
+        fewest = min(fewest, f)
+    return out_labels, out_dist, fewest
 
 
 @parallel_kernel
@@ -368,7 +383,8 @@ def search(
         np.int64(n_deleted), allowed, entry, maxlevel, queries, np.int64(k), np.int64(ef),
     )  # fmt: skip
     if visited.ndim == 1:
-        _search_serial(*args, visited, np.int64(1), out_labels, out_dist, found)
+        out_labels, out_dist, _ = search_serial(*args, visited)
+        found = np.count_nonzero(out_labels >= 0, axis=1).astype(np.int64)  # labels are >= 0
     else:
         _search_parallel(*args, visited, np.int64(visited.shape[0]), out_labels, out_dist, found)
     return out_labels, out_dist, found

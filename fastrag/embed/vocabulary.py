@@ -16,13 +16,20 @@ import numpy as np
 from .. import _native  # noqa: F401  (the package must import before its submodules)
 from .._native import embedding as _kernels
 from .._native import readonly
-from .._threads import resolve_threads
+from .._threads import PARALLEL_MIN_WORK, resolve_threads
 from .._threads import threads as _threads
 from ..errors import ConfigError, EmbedderError, NotFittedError
 from ..text.utf8 import encode_utf8
 from .base import Utf8Embedder
 
 __all__ = ["DEFAULT_MAX_FEATURES", "CodepointCounter", "VocabularyEmbedder"]
+
+_HELD_TEXTS = 16
+"""Up to this many short texts (questions) embed on the calling thread with the GIL kept.
+
+A microsecond kernel that released the GIL would hand it to another caller
+thread and queue to get it back (:data:`fastrag._native._jit.held_kernel`).
+"""
 
 DEFAULT_MAX_FEATURES = 1024
 """Default cap on the vocabulary (columns of a :class:`VocabularyEmbedder`).
@@ -262,8 +269,11 @@ class VocabularyEmbedder(Utf8Embedder):
             )
         if n:
             work = int(offsets[-1] - offsets[0]) + n * self.dim * 4
-            with _threads(threads, work=work):
-                _kernels.embed_counts(readonly(data), readonly(offsets), table, out)
+            if threads is None and n <= _HELD_TEXTS and work < PARALLEL_MIN_WORK:
+                _kernels.embed_counts_held(readonly(data), readonly(offsets), table, out)
+            else:
+                with _threads(threads, work=work):
+                    _kernels.embed_counts(readonly(data), readonly(offsets), table, out)
         return out
 
     # -- persistence ---------------------------------------------------------

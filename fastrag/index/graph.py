@@ -32,6 +32,9 @@ from .hnsw import AUTO_MIN_ROWS, HnswConfig, HnswIndex, auto_choice
 
 __all__ = ["COMPACT_GRAPH_SHARE", "GraphIndex", "build_graph", "choose_index"]
 
+_FEW = 256
+"""Up to this many labels a search's rows are checked in Python (numpy's reductions beyond)."""
+
 COMPACT_GRAPH_SHARE = 0.2
 """Compaction rebuilds the graph when this share of its elements is deleted."""
 
@@ -56,6 +59,9 @@ class GraphIndex:
         self.graph = graph
         self.labels = labels
         self.exact = exact
+        # chunk ids 0..n-1 (a built or compacted store): a label is its own row
+        n = labels.size
+        self._dense = n > 0 and int(labels[0]) == 0 and int(labels[-1]) == n - 1
 
     def search(
         self,
@@ -75,6 +81,12 @@ class GraphIndex:
         if result is None:  # exact search over the eligible rows is the cheaper plan
             return self.exact.search(queries, k, mask=mask, threads=threads)
         found, scores = result
+        if self._dense and found.size <= _FEW:
+            # ascending unique chunk ids from 0 to n - 1 are 0..n-1: each label is its row
+            # (Python's min and max over a question's few labels beat numpy's reductions)
+            flat = found.ravel().tolist()
+            if not flat or (min(flat) >= 0 and max(flat) < self.labels.size):
+                return found, scores
         rows, known = self._rows(found)
         if known.all():
             return rows, scores

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _native  # noqa: F401  (the package must import before its submodules)
 from .._fs import sha256_file
+from .._native import frozen, readonly
 from .._native import hnsw as _kernels
 from .._threads import threads as _threads
 from ..errors import SearchIndexError
@@ -46,6 +47,12 @@ _DELETE_MARK = 0x01
 
 _PARALLEL_MIN_QUERIES = 4
 """Batches of fewer queries per thread run serially (hnswlib's own rule)."""
+
+_POOL_SIZE = 8
+"""Visited-tag arrays of finished searches kept for reuse (per kind: serial, parallel)."""
+
+_NO_MASK = readonly(np.zeros(0, np.bool_))
+"""The ``allowed`` of a search without a filter (the kernels read size 0 as "all")."""
 
 
 def read_header(path: Path, dim: int, M: int) -> dict[str, int]:  # noqa: N803
@@ -147,8 +154,23 @@ class MappedGraph:
         self._ids = np.full(bound, -1, dtype=np.int64)  # label -> internal id
         self._ids[labels] = np.arange(count, dtype=np.int64)
         self._ef = 10
-        self._pool: list[np.ndarray] = []  # visited tags of finished searches, reused
+        self._pool: list[np.ndarray] = []  # visited tags of finished parallel searches, reused
         self._pool_lock = threading.Lock()
+        self._serial_pool: list[np.ndarray] = []  # one-row tags: list.pop/append, no lock
+        self._fixed = self._serial_args()
+
+    def _serial_args(self) -> tuple[object, ...]:
+        """The graph's arguments of the serial search kernel: read-only views, int64 scalars.
+
+        Made once (``deleted`` is viewed, so later deletions show through), so a
+        search passes them as they are instead of re-viewing eight arrays per call.
+        """
+        per_w, data_w, label_w, max_m, _, _ = self._layout
+        words, vecs, upper_off, levels, labels, deleted = frozen(
+            self._words, self._vecs, self._upper_off, self._levels, self._labels, self._deleted
+        )
+        return (words, vecs, np.int64(per_w), np.int64(data_w), np.int64(label_w),
+                np.int64(max_m), upper_off, levels, labels, deleted)  # fmt: skip
 
     @classmethod
     def open(
@@ -221,22 +243,55 @@ class MappedGraph:
         those labels are returned. Raises ``RuntimeError`` when the walk finds
         fewer than ``k`` results, as hnswlib does.
         """
-        q = np.ascontiguousarray(queries, dtype=np.float32)
+        q = queries
+        if type(q) is not np.ndarray or q.dtype != np.float32 or not q.flags.c_contiguous:
+            q = np.ascontiguousarray(queries, dtype=np.float32)
         m = q.shape[0]
         ef = max(self._ef, k)
-        mask = np.zeros(0, np.bool_) if allowed is None else allowed
         workers = max(1, min(num_threads, m // _PARALLEL_MIN_QUERIES))
+        if workers == 1:
+            return self._serial(q, k, ef, allowed)
+        mask = _NO_MASK if allowed is None else allowed
         visited = self._take(workers)
         try:
             with _threads(workers):
                 labels, dist, found = _kernels.search(
                     self._words, self._vecs, self._layout, self._upper_off, self._levels,
-                    self._labels, self._deleted, self._n_deleted, mask, q, k, ef,
-                    visited if workers > 1 else visited[0],
+                    self._labels, self._deleted, self._n_deleted, mask, q, k, ef, visited,
                 )  # fmt: skip
         finally:
             self._give(visited)
         if m and int(found.min()) < k:
+            raise RuntimeError(
+                "Cannot return the results in a contiguous 2D array. Probably ef or M is too small"
+            )
+        return labels, dist
+
+    def _serial(
+        self, q: np.ndarray, k: int, ef: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`knn_query` on this thread: one kernel call, no lock, no thread setting.
+
+        The serial kernel runs on the calling thread whatever Numba's thread
+        count, so no scope sets it; a one-row visited array comes from a pool
+        that ``list.pop``/``list.append`` keep without a lock (each is atomic).
+        """
+        pool = self._serial_pool
+        try:
+            visited = pool.pop()
+        except IndexError:
+            visited = np.zeros(self._count + 1, dtype=np.uint16)
+        try:
+            labels, dist, fewest = _kernels.search_serial(
+                *self._fixed, np.int64(self._n_deleted),
+                _NO_MASK if allowed is None else readonly(allowed),
+                np.int64(self._layout[4]), np.int64(self._layout[5]),
+                readonly(q), np.int64(k), np.int64(ef), visited,
+            )  # fmt: skip
+        finally:
+            if len(pool) < _POOL_SIZE:
+                pool.append(visited)
+        if fewest < k:
             raise RuntimeError(
                 "Cannot return the results in a contiguous 2D array. Probably ef or M is too small"
             )
@@ -290,6 +345,7 @@ class MappedGraph:
         """Drop this object's views of the file; the map closes once no array uses it."""
         self._words = np.zeros(0, np.uint32)
         self._vecs = self._words.view(np.float32)
+        self._fixed = ()
         _close(self._mm)
 
     # -- visited tags ---------------------------------------------------------------
@@ -303,7 +359,7 @@ class MappedGraph:
 
     def _give(self, visited: np.ndarray) -> None:
         with self._pool_lock:
-            if len(self._pool) < 8:
+            if len(self._pool) < _POOL_SIZE:
                 self._pool.append(visited)
 
 

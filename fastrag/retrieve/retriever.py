@@ -482,7 +482,10 @@ class Retriever:
             # -inf padding, weights positive)
             return np.minimum(np.maximum(ratio, 0.0, out=ratio), 1.0, out=ratio)
         if mode == "vector":  # the scores are the cosines already
-            relevance = np.clip(scores, 0.0, 1.0).astype(np.float32)
+            # np.clip's ufuncs without its Python wrapper (scores are float32: finite
+            # cosines, or -inf padding, which becomes 0)
+            relevance = np.maximum(scores, np.float32(0.0), dtype=np.float32)
+            np.minimum(relevance, np.float32(1.0), out=relevance)
         elif legs.query_vectors is not None:
             relevance = np.clip(self._row_cosines(corpus, legs.query_vectors, rows), 0.0, 1.0)
         else:

@@ -1,0 +1,193 @@
+"""Caller threads on the read path: the same results as serial calls, locks that keep their word."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+import pytest
+from fastrag.datasets.synthetic import mixed_documents
+
+from fastrag import KnowledgeBase, VocabularyEmbedder
+from fastrag._threads import current_threads, threads
+from fastrag.index.ef_lock import EfLock
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """A saved and loaded HNSW knowledge base: its graph is the memory-mapped one."""
+    docs = list(mixed_documents(400, seed=21, mean_chars=600))
+    kb = KnowledgeBase.build(
+        docs, embedder=VocabularyEmbedder(max_features=64), index="hnsw", threads=1
+    )
+    path = tmp_path_factory.mktemp("threads") / "kb"
+    kb.save(path)
+    out = KnowledgeBase.load(path)
+    out.wait_ready()
+    questions = [d["text"][5:55] for d in docs[:60]]
+    return out, questions
+
+
+def _key(hits):
+    return [(h.chunk_id, h.score, h.relevance, h.text) for h in hits]
+
+
+@pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
+def test_threads_get_exactly_the_serial_results_on_the_mapped_graph(loaded, mode):
+    kb, questions = loaded
+    assert type(kb._corpus.graph._index).__name__ == "MappedGraph"
+    serial = [_key(kb.retrieve(q, k=5, mode=mode)) for q in questions]
+    exact = [_key(kb.retrieve(q, k=5, mode=mode, exact=True)) for q in questions[:10]]
+    barrier = threading.Barrier(16)
+
+    def work(t):
+        barrier.wait()
+        got = []
+        for j in range(40):
+            i = (t + 16 * j) % len(questions)
+            if j % 10 == 9 and i < 10:  # an exact call between graph calls
+                got.append(
+                    ("exact", i, _key(kb.retrieve(questions[i], k=5, mode=mode, exact=True)))
+                )
+            got.append(("graph", i, _key(kb.retrieve(questions[i], k=5, mode=mode))))
+        return got
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for got in pool.map(work, range(16)):
+            for kind, i, hits in got:
+                assert hits == (exact[i] if kind == "exact" else serial[i])
+
+
+def test_mapped_graph_one_query_search_equals_the_batched_kernel(loaded):
+    kb, questions = loaded
+    graph = kb._corpus.graph._index
+    vecs = kb.embed_questions(questions)
+    whole_l, whole_d = graph.knn_query(vecs, 5, 1)  # one serial kernel call, every query
+    parallel_l, parallel_d = graph.knn_query(vecs, 5, 2)  # the parallel kernel (8+ queries)
+    np.testing.assert_array_equal(whole_l, parallel_l)
+    np.testing.assert_array_equal(whole_d, parallel_d)
+    for i in range(len(questions)):
+        one_l, one_d = graph.knn_query(vecs[i : i + 1], 5, 1)
+        np.testing.assert_array_equal(one_l[0], whole_l[i])
+        np.testing.assert_array_equal(one_d[0], whole_d[i])
+    allowed = np.zeros(int(graph.get_ids_list().max()) + 1, np.bool_)
+    allowed[::3] = True
+    lab, _ = graph.knn_query(vecs[:4], 5, 1, allowed)
+    assert allowed[lab].all()
+    with pytest.raises(RuntimeError, match="contiguous"):
+        graph.knn_query(vecs[:1], 5, 1, np.zeros_like(allowed))  # nothing allowed: too few
+
+
+def test_thread_scope_sets_and_restores_numba_per_thread():
+    outer = current_threads()
+    assert outer == numba.get_num_threads()
+    seen = {}
+
+    def other():
+        seen["other"] = numba.get_num_threads()
+
+    with threads(1) as n:
+        assert n == 1 and numba.get_num_threads() == 1 and current_threads() == 1
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert numba.get_num_threads() == outer == current_threads()
+    assert seen["other"] == numba.config.NUMBA_NUM_THREADS  # another thread is untouched
+    with pytest.raises(KeyError), threads(1):
+        raise KeyError("restored on an exception too")
+    assert numba.get_num_threads() == outer
+
+
+def test_ef_lock_never_mixes_efs_nor_readers_with_a_writer():
+    backend = {"ef": None}
+    state = {"readers": {}, "writer": 0, "writes": 0, "reads": 0}
+    check = threading.Lock()  # guards the bookkeeping below only, not what is tested
+    errors: list[str] = []
+    lock = EfLock(lambda ef: backend.__setitem__("ef", ef))
+    stop = threading.Event()
+
+    def enter(ef):
+        with check:
+            if state["writer"]:
+                errors.append("a reader beside a writer")
+            if ef is not None and backend["ef"] != ef:
+                errors.append(f"reader of ef {ef} runs at {backend['ef']}")
+            others = {e for e, c in state["readers"].items() if c and e is not None and e != ef}
+            if ef is not None and others:
+                errors.append(f"ef {ef} beside {others}")
+            state["readers"][ef] = state["readers"].get(ef, 0) + 1
+            state["reads"] += 1
+
+    def leave(ef):
+        with check:
+            state["readers"][ef] -= 1
+
+    def reader(efs):
+        i = 0
+        while not stop.is_set():
+            ef = efs[i % len(efs)]
+            i += 1
+            lock.acquire_read(ef)
+            try:
+                enter(ef)
+                for _ in range(50):  # a short search: let other threads interleave
+                    pass
+                leave(ef)
+            finally:
+                lock.release_read()
+
+    def writer():
+        while not stop.is_set():
+            with lock.write():
+                with check:
+                    if any(state["readers"].values()):
+                        errors.append("a writer beside readers")
+                    state["writer"] += 1
+                    state["writes"] += 1
+                lock.forget_ef()
+                for _ in range(200):  # an insertion: readers arriving now must wait
+                    pass
+                with check:
+                    state["writer"] -= 1
+
+    plans = [[10]] * 6 + [[10, 20]] * 3 + [[20, None, 10]] * 2 + [[30]]
+    workers = [threading.Thread(target=reader, args=(p,)) for p in plans]
+    workers.append(threading.Thread(target=writer))
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch often: races show within a second
+    try:
+        for w in workers:
+            w.start()
+        stop.wait(1.5)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=30)
+        sys.setswitchinterval(old)
+    assert not any(w.is_alive() for w in workers), "a thread never got the lock"
+    assert not errors, errors[:5]
+    assert state["writes"] > 0 and state["reads"] > 100  # both sides got in
+    assert not lock._inside and not lock._gate
+
+
+def test_a_question_embeds_with_the_gil_held_to_the_same_bits():
+    from fastrag._native import embedding as kernels
+    from fastrag._native import readonly
+
+    from fastrag.text.utf8 import encode_utf8
+
+    emb = VocabularyEmbedder(max_features=64).fit([d["text"] for d in mixed_documents(50, seed=3)])
+    texts = [d["text"][:80] for d in mixed_documents(40, seed=4)] + ["", "zzz 😀"]
+    data, offsets = encode_utf8(texts)
+    table = emb._table
+    held = np.empty((len(texts), emb.dim), np.float32)
+    parallel = np.empty_like(held)
+    kernels.embed_counts_held(readonly(data), readonly(offsets), table, held)
+    with threads(2):
+        kernels.embed_counts(readonly(data), readonly(offsets), table, parallel)
+    np.testing.assert_array_equal(held, parallel)
+    for i, t in enumerate(texts):  # one question at a time (the held path) gives the batch's rows
+        np.testing.assert_array_equal(emb.embed([t])[0], parallel[i])
