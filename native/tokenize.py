@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numba
 import numpy as np
 from numba import config, prange
 
@@ -443,8 +444,8 @@ def _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans):
 
 # -- one pass over the texts, by blocks ----------------------------------------
 #
-# A large batch is cut into blocks of whole texts (about BLOCK_BYTES each)
-# tokenised in parallel, each block into its own region of a scratch array,
+# A large batch is cut into a few blocks of whole texts per thread, tokenised
+# in parallel, each block into its own region of a scratch array,
 # the region as long as the block has bytes: every token ends at a byte of
 # its own or shares the last character of a CJK unigram (three bytes or more,
 # at most two tokens), so a text has at most as many tokens as bytes with the
@@ -975,14 +976,19 @@ def tokenize_utf8(
 
 
 BLOCK_BYTES = 1 << 18
-"""Bytes of text per block of the one-pass tokenisation (at most 4,096 blocks)."""
+"""Fewest bytes of text per block of the one-pass tokenisation."""
+
+BLOCKS_PER_THREAD = 4
+"""Blocks per Numba thread: few and large, so that the scratch's untouched tails (never
+written, so never paged in) are long; numpy asks for huge pages, and a touched page
+costs 2 MB of zeroing, so many short regions would page in most of the scratch."""
 
 
 def _blocks(offsets: np.ndarray) -> np.ndarray:
-    """Text indices cutting the texts into blocks of about :data:`BLOCK_BYTES` (int64, read-only)."""
+    """Text indices cutting the texts into blocks of about equal bytes (int64, read-only)."""
     n = offsets.size - 1
     total = int(offsets[-1] - offsets[0])
-    size = max(BLOCK_BYTES, -(-total // 4096))
+    size = max(BLOCK_BYTES, -(-total // (BLOCKS_PER_THREAD * numba.get_num_threads())))
     cuts = np.searchsorted(offsets, offsets[0] + np.arange(size, total, size, dtype=np.int64))
     blocks = np.unique(np.concatenate([[0], cuts, [n]]).astype(np.int64))
     (blocks,) = frozen(blocks)
