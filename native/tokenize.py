@@ -224,11 +224,35 @@ def _tokenize_core(
         if c == 0:
             if state == 1:
                 o = _emit(
-                    h, w_start, w_end, 1, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans
+                    h,
+                    w_start,
+                    w_end,
+                    1,
+                    stop,
+                    table,
+                    out_hash,
+                    out_start,
+                    out_end,
+                    out_kind,
+                    o,
+                    cap,
+                    spans,
                 )
             elif state == 2 and run == 1 and not uni:
                 o = _emit(
-                    prev, prev_start, p, 2, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans
+                    prev,
+                    prev_start,
+                    p,
+                    2,
+                    stop,
+                    table,
+                    out_hash,
+                    out_start,
+                    out_end,
+                    out_kind,
+                    o,
+                    cap,
+                    spans,
                 )
             state = 0
         else:
@@ -263,12 +287,36 @@ def _tokenize_core(
             else:  # CJK
                 if state == 1:
                     o = _emit(
-                        h, w_start, w_end, 1, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans
+                        h,
+                        w_start,
+                        w_end,
+                        1,
+                        stop,
+                        table,
+                        out_hash,
+                        out_start,
+                        out_end,
+                        out_kind,
+                        o,
+                        cap,
+                        spans,
                     )
                 u = _fnv_cp(offset, f)
                 if uni:
                     o = _emit(
-                        u, p, p + width, 2, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans
+                        u,
+                        p,
+                        p + width,
+                        2,
+                        stop,
+                        table,
+                        out_hash,
+                        out_start,
+                        out_end,
+                        out_kind,
+                        o,
+                        cap,
+                        spans,
                     )
                 if state == 2:
                     if bi:
@@ -295,9 +343,25 @@ def _tokenize_core(
                 prev_start = p
         p += width
     if state == 1:
-        o = _emit(h, w_start, w_end, 1, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans)
+        o = _emit(
+            h, w_start, w_end, 1, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans
+        )
     elif state == 2 and run == 1 and not uni:
-        o = _emit(prev, prev_start, hi, 2, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans)
+        o = _emit(
+            prev,
+            prev_start,
+            hi,
+            2,
+            stop,
+            table,
+            out_hash,
+            out_start,
+            out_end,
+            out_kind,
+            o,
+            cap,
+            spans,
+        )
     return o
 
 
@@ -457,7 +521,7 @@ def _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans):
 
 @kernel
 def _stop_table(stop):
-    """Open-addressing table of the stop hashes (index into ``stop``, -1 empty), at most 1/4 full."""
+    """Open-addressing table of the stop hashes (index into ``stop``, -1: empty), under 1/4 full."""
     cap = 16
     while cap < 4 * stop.size:
         cap *= 2
@@ -616,7 +680,7 @@ def _merge_words(offsets, blocks, d_hash, d_slot, d_count, s_start):
 
 @kernel
 def _word_ends(data, offsets, classes, starts, out):
-    """``out[k]``: the end byte of the word token starting at ``starts[k]`` (its text's end bounds it).
+    """``out[k]``: the end byte of the word token starting at ``starts[k]`` (within its text).
 
     A word runs over word and mark code points, as the tokenizer reads them.
     """
@@ -647,7 +711,7 @@ def _stem_pack_pass(
     offsets, blocks, tok_offsets, s_hash, s_start, s_kind, lookup, distinct, values, starts_too,
     out_hash, out_start,
 ):  # fmt: skip
-    """Pack the blocks' tokens densely, every word's hash replaced by ``values`` of it (parallel)."""
+    """Pack the blocks' tokens densely, every word's hash replaced by its ``values`` (parallel)."""
     base = offsets[0]
     mask = np.uint64(lookup.size - 1)
     for b in prange(blocks.size - 1):

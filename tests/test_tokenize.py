@@ -391,7 +391,9 @@ def test_stemming_one_pass_batch_against_reference():
     rng = random.Random(5)
     words = ["Running", "cells", "connection", "généralisations", "ÉTÉ", "the", "ponies", "年假"]
     texts = [
-        " ".join(rng.choice(words) + rng.choice(["", "s", "ed", "ing", "中", "'s"]) for _ in range(9))
+        " ".join(
+            rng.choice(words) + rng.choice(["", "s", "ed", "ing", "中", "'s"]) for _ in range(9)
+        )
         for _ in range(2500)
     ]
     assert sum(len(t.encode()) for t in texts) > kernels.PARALLEL_MIN_BYTES
