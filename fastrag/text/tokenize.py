@@ -44,7 +44,10 @@ Stemming uses PyStemmer's Porter stemmer (the original Porter algorithm, as
 Lucene's ``PorterStemFilter``), an optional dependency. It runs in Python
 once per *distinct* word: the kernel returns every word's source span, the
 distinct word hashes of a batch are looked up in a cache (raw hash -> stem
-hash) and only new words are decoded, stemmed and hashed.
+hash) and only new words are decoded, stemmed and hashed. A large batch is
+tokenised in one parallel pass by blocks of texts that also collect their
+distinct words, and a last parallel pass writes every token with its stem
+(``fastrag._native.tokenize.tokenize_words`` and ``pack_words``).
 """
 
 from __future__ import annotations
