@@ -589,14 +589,15 @@ def _pack_pass(
 def _block_words_pass(offsets, blocks, tok_offsets, s_hash, s_kind, d_hash, d_slot, d_count):
     """Distinct word hashes of every block, first-seen order, at the block's region (parallel).
 
-    ``d_hash[r:r + d_count[b]]`` (``r``: the region's start) are block
-    ``b``'s distinct word hashes and ``d_slot`` the scratch slot of the first
-    token holding each.
+    ``d_hash[r:r + d_count[b]]`` (``r``: the block's first token in the
+    dense order) are block ``b``'s distinct word hashes and ``d_slot`` the
+    scratch slot of the first token holding each.
     """
     base = offsets[0]
     for b in prange(blocks.size - 1):
         src = offsets[blocks[b]] - base
-        m = tok_offsets[blocks[b + 1]] - tok_offsets[blocks[b]]
+        r = tok_offsets[blocks[b]]
+        m = tok_offsets[blocks[b + 1]] - r
         cap = 1024
         table = np.full(cap, -1, dtype=np.int64)
         mask = np.uint64(cap - 1)
@@ -610,11 +611,11 @@ def _block_words_pass(offsets, blocks, tok_offsets, s_hash, s_kind, d_hash, d_sl
                 t = table[pos]
                 if t < 0:
                     table[pos] = d
-                    d_hash[src + d] = key
-                    d_slot[src + d] = j
+                    d_hash[r + d] = key
+                    d_slot[r + d] = j
                     d += 1
                     break
-                if d_hash[src + t] == key:
+                if d_hash[r + t] == key:
                     break
                 pos = (pos + 1) & (cap - 1)
             if 2 * d > cap:
@@ -622,7 +623,7 @@ def _block_words_pass(offsets, blocks, tok_offsets, s_hash, s_kind, d_hash, d_sl
                 mask = np.uint64(cap - 1)
                 table = np.full(cap, -1, dtype=np.int64)
                 for t in range(d):
-                    pos = _slot(d_hash[src + t], mask)
+                    pos = _slot(d_hash[r + t], mask)
                     while table[pos] >= 0:
                         pos = (pos + 1) & (cap - 1)
                     table[pos] = t
@@ -630,13 +631,12 @@ def _block_words_pass(offsets, blocks, tok_offsets, s_hash, s_kind, d_hash, d_sl
 
 
 @kernel
-def _merge_words(offsets, blocks, d_hash, d_slot, d_count, s_start):
+def _merge_words(tok_offsets, blocks, d_hash, d_slot, d_count, s_start):
     """The blocks' distinct words merged in block order: all words' first-seen order.
 
     Returns the distinct hashes, the start byte of the first token holding
     each, and their hash table (index into the distinct hashes, -1 empty).
     """
-    base = offsets[0]
     total = 0
     for b in range(blocks.size - 1):
         total += d_count[b]
@@ -649,8 +649,8 @@ def _merge_words(offsets, blocks, d_hash, d_slot, d_count, s_start):
     first = np.empty(total, dtype=np.int64)
     d = 0
     for b in range(blocks.size - 1):
-        src = offsets[blocks[b]] - base
-        for j in range(src, src + d_count[b]):
+        r = tok_offsets[blocks[b]]
+        for j in range(r, r + d_count[b]):
             key = d_hash[j]
             pos = _slot(key, mask)
             while True:
@@ -1128,12 +1128,12 @@ def tokenize_words(
         if scan is None:
             return None
         blocks, tok_offsets, s_hash, s_start, _, s_kind = frozen(*scan)
-        d_hash = np.empty(s_hash.size, dtype=np.uint64)
-        d_slot = np.empty(s_hash.size, dtype=np.int64)
+        d_hash = np.empty(int(tok_offsets[-1]), dtype=np.uint64)
+        d_slot = np.empty(int(tok_offsets[-1]), dtype=np.int64)
         d_count = np.empty(blocks.size - 1, dtype=np.int64)
         _block_words_pass(offsets, blocks, tok_offsets, s_hash, s_kind, d_hash, d_slot, d_count)
         distinct, first, lookup = _merge_words(
-            offsets, blocks, *frozen(d_hash, d_slot, d_count), s_start
+            tok_offsets, blocks, *frozen(d_hash, d_slot, d_count), s_start
         )
         del d_hash, d_slot
         ends = np.empty(first.size, dtype=np.int64)
