@@ -511,6 +511,7 @@ def build_postings(
         hashes, tok_offsets, np.int64(block_texts), shift, tmp_hash, tmp_tf, counts, per_block
     )
     nnz = int(counts.sum())
+    spent = tmp_hash  # its memory, paged in already, holds the postings counts later
     tmp_hash, tmp_tf, counts = frozen(tmp_hash, tmp_tf, counts)
     part_sizes = per_block.sum(axis=0)
     part_offsets = np.zeros(n_parts + 1, dtype=np.int64)
@@ -524,8 +525,12 @@ def build_postings(
         fill, b_hash, b_tf, b_row,
     )  # fmt: skip
     del tmp_hash, tmp_tf
-    vocab_parts = np.empty(nnz, dtype=np.uint64)
-    df_parts = np.empty(nnz, dtype=np.int64)
+    # A partition's vocabulary and counts go to the start of its own range of arrays
+    # touched already (not fresh ones: numpy asks for huge pages, and each partition's
+    # few writes would page in 2 MB of a fresh array): its bucket hashes, which it has read
+    # before it writes them, and the spent per-text hashes.
+    vocab_parts = b_hash
+    df_parts = spent[:nnz].view(np.int64)
     n_distinct = np.empty(n_parts, dtype=np.int64)
     rows = np.empty(nnz, dtype=np.int32)
     tfs = np.empty(nnz, dtype=np.int32)
@@ -534,7 +539,7 @@ def build_postings(
     _partition_postings(
         part_offsets, b_hash, b_tf, b_row, vocab_parts, df_parts, n_distinct, rows, tfs
     )
-    del b_hash, b_tf, b_row
+    del b_hash, b_tf, b_row, spent
     v = int(n_distinct.sum())
     vocab = np.empty(v, dtype=np.uint64)
     term_offsets = np.empty(v + 1, dtype=np.int64)

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import contextlib
 
+import numba
 import numpy as np
 from numba import config, prange
 
-from ._jit import frozen, kernel, parallel_kernel
+from ._jit import frozen, kernel, parallel_kernel, readonly
 
 __all__ = [
     "CJK",
@@ -47,6 +48,7 @@ __all__ = [
     "CJK_UNIGRAM",
     "FNV_OFFSET",
     "FNV_PRIME",
+    "BLOCK_BYTES",
     "MARK",
     "PARALLEL_MIN_BYTES",
     "SEP",
@@ -57,7 +59,9 @@ __all__ = [
     "gather_document_tokens",
     "replace_words",
     "hash_strings",
+    "pack_words",
     "tokenize_utf8",
+    "tokenize_words",
     "warmup",
 ]
 
@@ -141,8 +145,22 @@ def _decode(data, p, hi):  # pragma: no cover - inlined
 
 
 @kernel(inline="always")
-def _is_stop(stop, h):  # pragma: no cover - inlined
-    """Whether ``h`` is in the sorted array ``stop`` (binary search)."""
+def _is_stop(stop, table, h):  # pragma: no cover - inlined
+    """Whether ``h`` is in the sorted array ``stop``.
+
+    With a ``table`` (:func:`_stop_table`, non-empty) one probe or a few of
+    open addressing; else a binary search.
+    """
+    if table.size:
+        mask = np.uint64(table.size - 1)
+        pos = _slot(h, mask)
+        while True:
+            j = table[pos]
+            if j < 0:
+                return False
+            if stop[j] == h:
+                return True
+            pos = (pos + 1) & (table.size - 1)
     lo = 0
     hi = stop.size
     while lo < hi:
@@ -156,30 +174,36 @@ def _is_stop(stop, h):  # pragma: no cover - inlined
 
 @kernel(inline="always")
 def _emit(  # pragma: no cover - inlined
-    h, start, end, kind, stop, out_hash, out_start, out_end, out_kind, o, spans
+    h, start, end, kind, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans
 ):
-    """Write one token at ``o`` unless it is a stop word; return the next slot."""
-    if stop.size and _is_stop(stop, h):
+    """Write one token at ``o`` (if ``o < cap``) unless it is a stop word; return the next slot.
+
+    With ``spans``, also its start, kind and (when ``out_end`` has room) its end.
+    """
+    if stop.size and _is_stop(stop, table, h):
         return o
-    if out_hash.size:
+    if o < cap:
         out_hash[o] = h
         if spans:
             out_start[o] = start
-            out_end[o] = end
+            if out_end.size:
+                out_end[o] = end
             out_kind[o] = kind
     return o + 1
 
 
 @kernel
-def _tokenize_text(
-    data, lo, hi, classes, fold, stop, cjk_mode, out_hash, out_start, out_end, out_kind, o, spans
-):
-    """Tokenise ``data[lo:hi]``; write tokens from slot ``o``; return the next slot.
+def _tokenize_core(
+    data, lo, hi, classes, fold, stop, table, cjk_mode, out_hash, out_start, out_end, out_kind, o,
+    cap, spans,
+):  # fmt: skip
+    """Tokenise ``data[lo:hi]``; write tokens from slot ``o`` below ``cap``; return the next slot.
 
-    With ``out_hash.size == 0`` nothing is written and the return value
-    counts the tokens (pass 1). Word tokens record the byte span of their
-    source text and kind 1; CJK unigrams the span of their character, bigrams
-    that of both characters, kind 2 (only when ``spans``).
+    The return value counts every token, written or not (``cap == 0``: a
+    count only). Word tokens record the byte span of their source text and
+    kind 1; CJK unigrams the span of their character, bigrams that of both
+    characters, kind 2 (only when ``spans``). ``table``: the stop words'
+    hash table (:func:`_stop_table`), or empty for a binary search.
     """
     offset = np.uint64(0xCBF29CE484222325)
     n_classes = classes.size
@@ -200,11 +224,35 @@ def _tokenize_text(
         if c == 0:
             if state == 1:
                 o = _emit(
-                    h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans
+                    h,
+                    w_start,
+                    w_end,
+                    1,
+                    stop,
+                    table,
+                    out_hash,
+                    out_start,
+                    out_end,
+                    out_kind,
+                    o,
+                    cap,
+                    spans,
                 )
             elif state == 2 and run == 1 and not uni:
                 o = _emit(
-                    prev, prev_start, p, 2, stop, out_hash, out_start, out_end, out_kind, o, spans
+                    prev,
+                    prev_start,
+                    p,
+                    2,
+                    stop,
+                    table,
+                    out_hash,
+                    out_start,
+                    out_end,
+                    out_kind,
+                    o,
+                    cap,
+                    spans,
                 )
             state = 0
         else:
@@ -218,11 +266,13 @@ def _tokenize_text(
                             p,
                             2,
                             stop,
+                            table,
                             out_hash,
                             out_start,
                             out_end,
                             out_kind,
                             o,
+                            cap,
                             spans,
                         )
                     state = 1
@@ -237,12 +287,36 @@ def _tokenize_text(
             else:  # CJK
                 if state == 1:
                     o = _emit(
-                        h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans
+                        h,
+                        w_start,
+                        w_end,
+                        1,
+                        stop,
+                        table,
+                        out_hash,
+                        out_start,
+                        out_end,
+                        out_kind,
+                        o,
+                        cap,
+                        spans,
                     )
                 u = _fnv_cp(offset, f)
                 if uni:
                     o = _emit(
-                        u, p, p + width, 2, stop, out_hash, out_start, out_end, out_kind, o, spans
+                        u,
+                        p,
+                        p + width,
+                        2,
+                        stop,
+                        table,
+                        out_hash,
+                        out_start,
+                        out_end,
+                        out_kind,
+                        o,
+                        cap,
+                        spans,
                     )
                 if state == 2:
                     if bi:
@@ -252,11 +326,13 @@ def _tokenize_text(
                             p + width,
                             2,
                             stop,
+                            table,
                             out_hash,
                             out_start,
                             out_end,
                             out_kind,
                             o,
+                            cap,
                             spans,
                         )
                     run += 1
@@ -267,10 +343,48 @@ def _tokenize_text(
                 prev_start = p
         p += width
     if state == 1:
-        o = _emit(h, w_start, w_end, 1, stop, out_hash, out_start, out_end, out_kind, o, spans)
+        o = _emit(
+            h, w_start, w_end, 1, stop, table, out_hash, out_start, out_end, out_kind, o, cap, spans
+        )
     elif state == 2 and run == 1 and not uni:
-        o = _emit(prev, prev_start, hi, 2, stop, out_hash, out_start, out_end, out_kind, o, spans)
+        o = _emit(
+            prev,
+            prev_start,
+            hi,
+            2,
+            stop,
+            table,
+            out_hash,
+            out_start,
+            out_end,
+            out_kind,
+            o,
+            cap,
+            spans,
+        )
     return o
+
+
+_NO_TABLE = np.full(0, -1, dtype=np.int64)
+_NO_TABLE.flags.writeable = False
+
+
+@kernel
+def _tokenize_text(
+    data, lo, hi, classes, fold, stop, cjk_mode, out_hash, out_start, out_end, out_kind, o, spans
+):
+    """Tokenise ``data[lo:hi]``; write tokens from slot ``o``; return the next slot.
+
+    With ``out_hash.size == 0`` nothing is written and the return value
+    counts the tokens (pass 1). Word tokens record the byte span of their
+    source text and kind 1; CJK unigrams the span of their character, bigrams
+    that of both characters, kind 2 (only when ``spans``). Stop words by
+    binary search (the kernels built on this one call it per text).
+    """
+    return _tokenize_core(
+        data, lo, hi, classes, fold, stop, _NO_TABLE, cjk_mode, out_hash, out_start, out_end,
+        out_kind, o, out_hash.size, spans,
+    )  # fmt: skip
 
 
 @parallel_kernel
@@ -390,6 +504,236 @@ def _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans):
                 spans,
             )
     return hashes, tok_offsets, starts, ends, kinds
+
+
+# -- one pass over the texts, by blocks ----------------------------------------
+#
+# A large batch is cut into a few blocks of whole texts per thread, tokenised
+# in parallel, each block into its own region of a scratch array,
+# the region as long as the block has bytes: every token ends at a byte of
+# its own or shares the last character of a CJK unigram (three bytes or more,
+# at most two tokens), so a text has at most as many tokens as bytes with the
+# tokenizer's class table (any table that breaks this is caught: a block that
+# would overflow its region writes nothing past it, and the caller falls back
+# to counting first). Only the touched part of the scratch is ever paged in;
+# a parallel copy then packs the regions into the dense CSR arrays.
+
+
+@kernel
+def _stop_table(stop):
+    """Open-addressing table of the stop hashes (index into ``stop``, -1: empty), under 1/4 full."""
+    cap = 16
+    while cap < 4 * stop.size:
+        cap *= 2
+    table = np.full(cap, -1, dtype=np.int64)
+    mask = np.uint64(cap - 1)
+    for j in range(stop.size):
+        pos = _slot(stop[j], mask)
+        while table[pos] >= 0:
+            pos = (pos + 1) & (cap - 1)
+        table[pos] = j
+    return table
+
+
+@parallel_kernel
+def _block_pass(
+    data, offsets, blocks, classes, fold, stop, table, cjk_mode, s_hash, s_start, s_end, s_kind,
+    spans, counts, used,
+):  # fmt: skip
+    """Tokenise block ``b`` (texts ``blocks[b]:blocks[b + 1]``) into its scratch region (parallel).
+
+    The region starts at the block's first byte (relative to ``offsets[0]``)
+    and ends at its last; ``counts[i]``: tokens of text ``i``; ``used[b]``:
+    tokens of the block (more than its bytes: the region overflowed).
+    """
+    base = offsets[0]
+    for b in prange(blocks.size - 1):
+        i0 = blocks[b]
+        i1 = blocks[b + 1]
+        o = offsets[i0] - base
+        first = o
+        cap = offsets[i1] - base
+        for i in range(i0, i1):
+            nxt = _tokenize_core(
+                data, offsets[i], offsets[i + 1], classes, fold, stop, table, cjk_mode, s_hash,
+                s_start, s_end, s_kind, o, cap, spans,
+            )  # fmt: skip
+            counts[i] = nxt - o
+            o = nxt
+        used[b] = o - first
+
+
+@parallel_kernel
+def _pack_pass(
+    offsets, blocks, tok_offsets, s_hash, s_start, s_end, s_kind, spans, out_hash, out_start,
+    out_end, out_kind,
+):  # fmt: skip
+    """Copy every block's scratch region to its place in the dense arrays (parallel)."""
+    base = offsets[0]
+    for b in prange(blocks.size - 1):
+        src = offsets[blocks[b]] - base
+        dst = tok_offsets[blocks[b]]
+        m = tok_offsets[blocks[b + 1]] - dst
+        for j in range(m):
+            out_hash[dst + j] = s_hash[src + j]
+        if spans:
+            for j in range(m):
+                out_start[dst + j] = s_start[src + j]
+                out_kind[dst + j] = s_kind[src + j]
+            if out_end.size:
+                for j in range(m):
+                    out_end[dst + j] = s_end[src + j]
+
+
+@parallel_kernel
+def _block_words_pass(offsets, blocks, tok_offsets, s_hash, s_kind, d_hash, d_slot, d_count):
+    """Distinct word hashes of every block, first-seen order, at the block's region (parallel).
+
+    ``d_hash[r:r + d_count[b]]`` (``r``: the block's first token in the
+    dense order) are block ``b``'s distinct word hashes and ``d_slot`` the
+    scratch slot of the first token holding each.
+    """
+    base = offsets[0]
+    for b in prange(blocks.size - 1):
+        src = offsets[blocks[b]] - base
+        r = tok_offsets[blocks[b]]
+        m = tok_offsets[blocks[b + 1]] - r
+        cap = 1024
+        table = np.full(cap, -1, dtype=np.int64)
+        mask = np.uint64(cap - 1)
+        d = 0
+        for j in range(src, src + m):
+            if s_kind[j] != 1:
+                continue
+            key = s_hash[j]
+            pos = _slot(key, mask)
+            while True:
+                t = table[pos]
+                if t < 0:
+                    table[pos] = d
+                    d_hash[r + d] = key
+                    d_slot[r + d] = j
+                    d += 1
+                    break
+                if d_hash[r + t] == key:
+                    break
+                pos = (pos + 1) & (cap - 1)
+            if 2 * d > cap:
+                cap *= 2
+                mask = np.uint64(cap - 1)
+                table = np.full(cap, -1, dtype=np.int64)
+                for t in range(d):
+                    pos = _slot(d_hash[r + t], mask)
+                    while table[pos] >= 0:
+                        pos = (pos + 1) & (cap - 1)
+                    table[pos] = t
+        d_count[b] = d
+
+
+@kernel
+def _merge_words(tok_offsets, blocks, d_hash, d_slot, d_count, s_start):
+    """The blocks' distinct words merged in block order: all words' first-seen order.
+
+    Returns the distinct hashes, the start byte of the first token holding
+    each, and their hash table (index into the distinct hashes, -1 empty).
+    """
+    total = 0
+    for b in range(blocks.size - 1):
+        total += d_count[b]
+    cap = 16
+    while cap < 2 * total:
+        cap *= 2
+    table = np.full(cap, -1, dtype=np.int64)
+    mask = np.uint64(cap - 1)
+    distinct = np.empty(total, dtype=np.uint64)
+    first = np.empty(total, dtype=np.int64)
+    d = 0
+    for b in range(blocks.size - 1):
+        r = tok_offsets[blocks[b]]
+        for j in range(r, r + d_count[b]):
+            key = d_hash[j]
+            pos = _slot(key, mask)
+            while True:
+                t = table[pos]
+                if t < 0:
+                    table[pos] = d
+                    distinct[d] = key
+                    first[d] = s_start[d_slot[j]]
+                    d += 1
+                    break
+                if distinct[t] == key:
+                    break
+                pos = (pos + 1) & (cap - 1)
+    # a table at most half full, of the d distinct words only, for the lookups of the last pass
+    small = 16
+    while small < 2 * d:
+        small *= 2
+    lookup = np.full(small, -1, dtype=np.int64)
+    mask = np.uint64(small - 1)
+    for t in range(d):
+        pos = _slot(distinct[t], mask)
+        while lookup[pos] >= 0:
+            pos = (pos + 1) & (small - 1)
+        lookup[pos] = t
+    return distinct[:d].copy(), first[:d].copy(), lookup
+
+
+@kernel
+def _word_ends(data, offsets, classes, starts, out):
+    """``out[k]``: the end byte of the word token starting at ``starts[k]`` (within its text).
+
+    A word runs over word and mark code points, as the tokenizer reads them.
+    """
+    n_classes = classes.size
+    for k in range(starts.size):
+        p = starts[k]
+        # the text holding p: the last offset at or below it (binary search)
+        lo = 0
+        hi = offsets.size - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if offsets[mid] <= p:
+                lo = mid
+            else:
+                hi = mid - 1
+        end = offsets[lo + 1] if lo + 1 < offsets.size else data.size
+        while p < end:
+            cp, width = _decode(data, p, end)
+            c = classes[cp] if 0 <= cp < n_classes else 0
+            if c != 1 and c != 3:
+                break
+            p += width
+        out[k] = p
+
+
+@parallel_kernel
+def _stem_pack_pass(
+    offsets, blocks, tok_offsets, s_hash, s_start, s_kind, lookup, distinct, values, starts_too,
+    out_hash, out_start,
+):  # fmt: skip
+    """Pack the blocks' tokens densely, every word's hash replaced by its ``values`` (parallel)."""
+    base = offsets[0]
+    mask = np.uint64(lookup.size - 1)
+    for b in prange(blocks.size - 1):
+        src = offsets[blocks[b]] - base
+        dst = tok_offsets[blocks[b]]
+        m = tok_offsets[blocks[b + 1]] - dst
+        for j in range(m):
+            h = s_hash[src + j]
+            if s_kind[src + j] == 1:
+                pos = _slot(h, mask)
+                while True:
+                    t = lookup[pos]
+                    if t < 0:
+                        break
+                    if distinct[t] == h:
+                        h = values[t]
+                        break
+                    pos = (pos + 1) & (lookup.size - 1)
+            out_hash[dst + j] = h
+        if starts_too:
+            for j in range(m):
+                out_start[dst + j] = s_start[src + j]
 
 
 @kernel(inline="always")
@@ -650,7 +994,23 @@ def tokenize_utf8(
     if not parallel:
         with _wrapping():
             return _tokenize_serial(data, offsets, classes, fold, stop, cjk_mode, spans)
-    counts = np.empty(n, dtype=np.int64)
+    with _wrapping():
+        scan = _scan(data, offsets, classes, fold, stop, cjk_mode, spans, spans)
+    if scan is not None:
+        blocks, tok_offsets, s_hash, s_start, s_end, s_kind = scan
+        total = int(tok_offsets[-1])
+        m = total if spans else 0
+        hashes = np.empty(total, dtype=np.uint64)
+        starts = np.empty(m, dtype=np.int64)
+        ends = np.empty(m, dtype=np.int64)
+        kinds = np.empty(m, dtype=np.uint8)
+        if total:
+            _pack_pass(
+                offsets, blocks, *frozen(tok_offsets, s_hash, s_start, s_end, s_kind), spans,
+                hashes, starts, ends, kinds,
+            )  # fmt: skip
+        return hashes, tok_offsets, starts, ends, kinds
+    counts = np.empty(n, dtype=np.int64)  # a class table that breaks the one-pass bound
     with _wrapping():
         _count_pass(data, offsets, classes, fold, stop, cjk_mode, counts)
         tok_offsets = np.zeros(n + 1, dtype=np.int64)
@@ -677,6 +1037,144 @@ def tokenize_utf8(
                 spans,
             )
     return hashes, tok_offsets, starts, ends, kinds
+
+
+BLOCK_BYTES = 1 << 18
+"""Fewest bytes of text per block of the one-pass tokenisation."""
+
+BLOCKS_PER_THREAD = 4
+"""Blocks per Numba thread: few and large, so that the scratch's untouched tails (never
+written, so never paged in) are long; numpy asks for huge pages, and a touched page
+costs 2 MB of zeroing, so many short regions would page in most of the scratch."""
+
+
+def _blocks(offsets: np.ndarray) -> np.ndarray:
+    """Text indices cutting the texts into blocks of about equal bytes (int64, read-only)."""
+    n = offsets.size - 1
+    total = int(offsets[-1] - offsets[0])
+    size = max(BLOCK_BYTES, -(-total // (BLOCKS_PER_THREAD * numba.get_num_threads())))
+    cuts = np.searchsorted(offsets, offsets[0] + np.arange(size, total, size, dtype=np.int64))
+    blocks = np.unique(np.concatenate([[0], cuts, [n]]).astype(np.int64))
+    (blocks,) = frozen(blocks)
+    return blocks
+
+
+def _scan(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    classes: np.ndarray,
+    fold: np.ndarray,
+    stop: np.ndarray,
+    cjk_mode: int,
+    spans: bool,
+    ends: bool,
+) -> tuple[np.ndarray, ...] | None:
+    """The one-pass tokenisation into block regions (inputs frozen); None if a region overflowed.
+
+    Returns ``blocks``, ``tok_offsets`` (dense), and the scratch ``hashes``,
+    ``starts``, ``ends`` (empty unless ``ends``) and ``kinds``.
+    """
+    blocks = _blocks(offsets)
+    size = int(offsets[-1] - offsets[0])
+    s_hash = np.empty(size, dtype=np.uint64)
+    s_start = np.empty(size if spans else 0, dtype=np.int64)
+    s_end = np.empty(size if spans and ends else 0, dtype=np.int64)
+    s_kind = np.empty(size if spans else 0, dtype=np.uint8)
+    n = offsets.size - 1
+    counts = np.empty(n, dtype=np.int64)
+    used = np.empty(blocks.size - 1, dtype=np.int64)
+    (table,) = frozen(_stop_table(stop))
+    _block_pass(
+        data, offsets, blocks, classes, fold, stop, table, cjk_mode, s_hash, s_start, s_end,
+        s_kind, spans, counts, used,
+    )  # fmt: skip
+    if np.any(used > np.diff(offsets[blocks])):
+        return None
+    tok_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=tok_offsets[1:])
+    return blocks, tok_offsets, s_hash, s_start, s_end, s_kind
+
+
+def tokenize_words(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    classes: np.ndarray,
+    fold: np.ndarray,
+    stop: np.ndarray,
+    cjk_mode: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]] | None:
+    """First half of a tokenisation whose words are then replaced (stemmed): in parallel.
+
+    One pass over the texts (by blocks), then the distinct word hashes of
+    every block, merged in order. :func:`pack_words` finishes it with the
+    replacement hash of every distinct word. Arguments as :func:`tokenize_utf8`.
+
+    Returns
+    -------
+    distinct : uint64[d]
+        Distinct hashes of the word tokens, in first-seen order (as
+        :func:`distinct_words`).
+    starts, ends : int64[d]
+        Byte span in ``data`` of the first token holding each.
+    state : tuple of numpy.ndarray
+        For :func:`pack_words`.
+
+    None when a block's region overflowed (a class table that breaks the
+    bound of one token per byte): tokenise with :func:`tokenize_utf8`.
+    """
+    data, offsets, classes, fold, stop = frozen(data, offsets, classes, fold, stop)
+    with _wrapping():
+        scan = _scan(data, offsets, classes, fold, stop, cjk_mode, True, False)
+        if scan is None:
+            return None
+        blocks, tok_offsets, s_hash, s_start, _, s_kind = frozen(*scan)
+        d_hash = np.empty(int(tok_offsets[-1]), dtype=np.uint64)
+        d_slot = np.empty(int(tok_offsets[-1]), dtype=np.int64)
+        d_count = np.empty(blocks.size - 1, dtype=np.int64)
+        _block_words_pass(offsets, blocks, tok_offsets, s_hash, s_kind, d_hash, d_slot, d_count)
+        distinct, first, lookup = _merge_words(
+            tok_offsets, blocks, *frozen(d_hash, d_slot, d_count), s_start
+        )
+        del d_hash, d_slot
+        ends = np.empty(first.size, dtype=np.int64)
+        _word_ends(data, offsets, classes, readonly(first), ends)
+    state = (offsets, blocks, tok_offsets, s_hash, s_start, s_kind, *frozen(lookup, distinct))
+    return distinct, first, ends, state
+
+
+def pack_words(
+    state: tuple[np.ndarray, ...], values: np.ndarray, *, starts: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Finish :func:`tokenize_words`: the dense token hashes, every word's replaced by its value.
+
+    Parameters
+    ----------
+    state : tuple
+        From :func:`tokenize_words`.
+    values : uint64[d]
+        New hash of every distinct word.
+    starts : bool, default False
+        Also return every token's start byte.
+
+    Returns
+    -------
+    hashes : uint64[n_tokens]
+        As :func:`replace_words` of :func:`tokenize_utf8`'s hashes.
+    tok_offsets : int64[n + 1]
+        CSR offsets.
+    starts : int64[n_tokens]
+        Start bytes (empty unless ``starts``).
+    """
+    offsets, blocks, tok_offsets, s_hash, s_start, s_kind, lookup, distinct = state
+    total = int(tok_offsets[-1])
+    out = np.empty(total, dtype=np.uint64)
+    out_start = np.empty(total if starts else 0, dtype=np.int64)
+    if total:
+        _stem_pack_pass(
+            offsets, blocks, tok_offsets, s_hash, s_start, s_kind, lookup, distinct,
+            readonly(np.ascontiguousarray(values, dtype=np.uint64)), starts, out, out_start,
+        )  # fmt: skip
+    return out, tok_offsets, out_start
 
 
 def hash_strings(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -717,10 +1215,15 @@ def warmup() -> None:
     classes[0x300:0x370] = MARK
     fold = np.arange(0x10000, dtype=np.int32)
     stop = np.zeros(1, dtype=np.uint64)
-    for parallel in (False, True):
-        hashes, _, _, _, kinds = tokenize_utf8(
-            raw, offs, classes, fold, stop, CJK_BOTH, spans=True, parallel=parallel
-        )
+    for parallel in (False, True):  # the one-pass kernels (not the fallback of a custom table)
+        for spans in (False, True):
+            hashes, _, _, _, kinds = tokenize_utf8(
+                raw, offs, classes, fold, stop, CJK_BOTH, spans=spans, parallel=parallel
+            )
+    found = tokenize_words(raw, offs, classes, fold, stop, CJK_BOTH)
+    assert found is not None
+    for starts_too in (False, True):
+        pack_words(found[3], found[0], starts=starts_too)
     hash_strings(raw, offs)
     distinct_hashes(hashes)
     distinct, _, inverse = distinct_words(hashes, kinds)

@@ -312,3 +312,103 @@ def test_one_text_bad_input():
         tok.tokenize(["lone \ud800 surrogate"])
     long = "word " * 20_000  # past the short path's size: the general path, same tokens
     assert len(tok.tokenize([long])[0]) == 20_000
+
+
+# -- the one-pass block kernels (issue 21, item 5) ------------------------------
+
+
+def _buffers(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t.encode()) for t in texts], out=offsets[1:])
+    return raw, offsets
+
+
+@settings(max_examples=80 if not JIT_DISABLED else 10, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet=ALPHABET, max_size=30), min_size=1, max_size=12),
+    block=st.sampled_from([1, 5, 17, 1 << 18]),
+    cjk=st.sampled_from(["unigram+bigram", "unigram", "bigram"]),
+)
+def test_block_pass_equals_serial_and_reference(texts, block, cjk):
+    # blocks of a few bytes: many blocks, texts spread over them, empty texts between
+    tok = Tokenizer(cjk=cjk)
+    classes, fold, stop, mode = tok.kernel_tables()
+    raw, offsets = _buffers(texts)
+    saved = kernels.BLOCK_BYTES
+    kernels.BLOCK_BYTES = block
+    try:
+        for spans in (False, True):
+            serial = kernels.tokenize_utf8(
+                raw, offsets, classes, fold, stop, mode, spans=spans, parallel=False
+            )
+            blocked = kernels.tokenize_utf8(
+                raw, offsets, classes, fold, stop, mode, spans=spans, parallel=True
+            )
+            for a, b in zip(serial, blocked, strict=True):
+                assert a.dtype == b.dtype and a.tolist() == b.tolist()
+        h, o = blocked[0], blocked[1]
+        expected = [naive.token_hashes(t, **naive_options(tok)) for t in texts]
+        assert [h[o[i] : o[i + 1]].tolist() for i in range(len(texts))] == expected
+        # the stemming half: distinct words in first-seen order, their spans, the replacement
+        _, _, starts, ends, kinds = serial
+        distinct, first, inverse = kernels.distinct_words(serial[0], kinds)
+        found = kernels.tokenize_words(raw, offsets, classes, fold, stop, mode)
+        assert found is not None
+        d, s, e, state = found
+        assert d.tolist() == distinct.tolist()
+        assert s.tolist() == starts[first].tolist() and e.tolist() == ends[first].tolist()
+        values = np.arange(d.size, dtype=np.uint64) * np.uint64(3) + np.uint64(11)
+        want = kernels.replace_words(serial[0], inverse, values)
+        for with_starts in (False, True):
+            got, got_offsets, got_starts = kernels.pack_words(state, values, starts=with_starts)
+            assert got.tolist() == want.tolist() and got_offsets.tolist() == o.tolist()
+            assert got_starts.tolist() == (starts.tolist() if with_starts else [])
+    finally:
+        kernels.BLOCK_BYTES = saved
+
+
+def test_block_pass_falls_back_when_a_table_breaks_its_bound():
+    # a custom class table with one-byte CJK characters: two tokens per byte overflow a region
+    classes = np.zeros(128, dtype=np.uint8)
+    classes[ord("a") : ord("z") + 1] = kernels.CJK
+    fold = np.arange(128, dtype=np.int32)
+    stop = np.zeros(0, dtype=np.uint64)
+    raw, offsets = _buffers(["abcdef", "", "xyz uvw", "q"] * 50)
+    serial = kernels.tokenize_utf8(raw, offsets, classes, fold, stop, 0, spans=True, parallel=False)
+    blocked = kernels.tokenize_utf8(raw, offsets, classes, fold, stop, 0, spans=True, parallel=True)
+    assert serial[0].size > raw.size  # more tokens than bytes
+    for a, b in zip(serial, blocked, strict=True):
+        assert a.tolist() == b.tolist()
+    assert kernels.tokenize_words(raw, offsets, classes, fold, stop, 0) is None
+
+
+@needs_stemmer
+def test_stemming_one_pass_batch_against_reference():
+    # past PARALLEL_MIN_BYTES: the blocks' path of a stemming tokenizer, and its token starts
+    import random
+
+    rng = random.Random(5)
+    words = ["Running", "cells", "connection", "généralisations", "ÉTÉ", "the", "ponies", "年假"]
+    texts = [
+        " ".join(
+            rng.choice(words) + rng.choice(["", "s", "ed", "ing", "中", "'s"]) for _ in range(9)
+        )
+        for _ in range(2500)
+    ]
+    assert sum(len(t.encode()) for t in texts) > kernels.PARALLEL_MIN_BYTES
+    stem = Stemmer.Stemmer("porter").stemWord
+    saved = kernels.BLOCK_BYTES
+    kernels.BLOCK_BYTES = 4096  # many blocks
+    try:
+        tok = Tokenizer(stem="porter")
+        expected = [naive.token_hashes(t, stem=stem) for t in texts]
+        assert hashes_of(tok.tokenize(texts)) == expected
+        raw, offsets = _buffers(texts)
+        tokens, starts = tok.tokenize_starts(raw, offsets)
+        assert hashes_of(tokens) == expected
+        plain = Tokenizer()  # the starts are the unstemmed tokens' starts
+        _, _, want, _, _ = kernels.tokenize_utf8(raw, offsets, *plain.kernel_tables(), spans=True)
+        assert starts.tolist() == want.tolist()
+    finally:
+        kernels.BLOCK_BYTES = saved

@@ -44,7 +44,10 @@ Stemming uses PyStemmer's Porter stemmer (the original Porter algorithm, as
 Lucene's ``PorterStemFilter``), an optional dependency. It runs in Python
 once per *distinct* word: the kernel returns every word's source span, the
 distinct word hashes of a batch are looked up in a cache (raw hash -> stem
-hash) and only new words are decoded, stemmed and hashed.
+hash) and only new words are decoded, stemmed and hashed. A large batch is
+tokenised in one parallel pass by blocks of texts that also collect their
+distinct words, and a last parallel pass writes every token with its stem
+(``fastrag._native.tokenize.tokenize_words`` and ``pack_words``).
 """
 
 from __future__ import annotations
@@ -472,7 +475,9 @@ class Tokenizer:
         Tokens
             The token hashes of every text.
         """
-        return self._run(data, offsets, spans=self._stemmer is not None)[0]
+        if self._stemmer is not None:
+            return self._run_stemmed(data, offsets, starts=False)[0]
+        return self._run(data, offsets, spans=False)[0]
 
     def tokenize_starts(self, data: np.ndarray, offsets: np.ndarray) -> tuple[Tokens, np.ndarray]:
         """:meth:`tokenize_buffers`, with the start byte in ``data`` of every token.
@@ -489,7 +494,55 @@ class Tokenizer:
         tuple
             The tokens, and an int64 array of their start bytes.
         """
+        if self._stemmer is not None:
+            return self._run_stemmed(data, offsets, starts=True)
         return self._run(data, offsets, spans=True)
+
+    def _run_stemmed(
+        self, data: np.ndarray, offsets: np.ndarray, *, starts: bool
+    ) -> tuple[Tokens, np.ndarray]:
+        """:meth:`_run` of a stemming tokenizer over a batch: one pass, then the stems.
+
+        The texts are tokenised in parallel blocks that also collect their
+        distinct words; only the words the cache has not seen are stemmed
+        (in Python, once each), and a last parallel pass writes the dense
+        tokens with every word's stem. Small batches take :meth:`_run`.
+        """
+        n = offsets.size - 1
+        if n < 2 or offsets[-1] - offsets[0] < _kernels.PARALLEL_MIN_BYTES:
+            return self._run(data, offsets, spans=True)
+        t = self._tables
+        found = _kernels.tokenize_words(data, offsets, t.classes, t.fold, t.stop_hashes, t.cjk_mode)
+        if found is None:  # not with this tokenizer's tables; kept for safety
+            return self._run(data, offsets, spans=True)
+        distinct, word_starts, word_ends, state = found
+        values = self._stem_values(data, distinct, word_starts, word_ends)
+        hashes, tok_offsets, tok_starts = _kernels.pack_words(state, values, starts=starts)
+        hashes.flags.writeable = False
+        tok_offsets.flags.writeable = False
+        return Tokens(hashes, tok_offsets), tok_starts
+
+    def _stem_values(
+        self, data: np.ndarray, distinct: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    ) -> np.ndarray:
+        """The stem hash of every distinct word hash (``starts``/``ends``: a token of each)."""
+        cache = self._stem_cache
+        keys = distinct.tolist()
+        mapped = [cache.get(h) for h in keys]
+        missing = [j for j, m in enumerate(mapped) if m is None]
+        if missing:
+            table = _translation(self.lowercase)
+            texts = [
+                data[s:e].tobytes().decode("utf-8", "replace").translate(table)
+                for s, e in zip(starts[missing].tolist(), ends[missing].tolist(), strict=True)
+            ]
+            stem_hashes = _hash_strings(self._stem(texts)).tolist()
+            if len(cache) > 2_000_000:  # bound the memory of a long-running service
+                cache.clear()
+            for j, h in zip(missing, stem_hashes, strict=True):
+                cache[keys[j]] = h
+                mapped[j] = h
+        return np.array(mapped, dtype=np.uint64)
 
     def _run(
         self, data: np.ndarray, offsets: np.ndarray, *, spans: bool, few: bool = False
@@ -538,25 +591,8 @@ class Tokenizer:
         distinct, first, inverse = _kernels.distinct_words(hashes, kinds)
         if distinct.size == 0:
             return hashes
-        cache = self._stem_cache
-        keys = distinct.tolist()
-        mapped = [cache.get(h) for h in keys]
-        missing = [j for j, m in enumerate(mapped) if m is None]
-        if missing:
-            table = _translation(self.lowercase)
-            pos = first[missing]
-            texts = [
-                data[s:e].tobytes().decode("utf-8", "replace").translate(table)
-                for s, e in zip(starts[pos].tolist(), ends[pos].tolist(), strict=False)
-            ]
-            stems = self._stem(texts)
-            stem_hashes = _hash_strings(stems).tolist()
-            if len(cache) > 2_000_000:  # bound the memory of a long-running service
-                cache.clear()
-            for j, h in zip(missing, stem_hashes, strict=False):
-                cache[keys[j]] = h
-                mapped[j] = h
-        return _kernels.replace_words(hashes, inverse, np.array(mapped, dtype=np.uint64))
+        values = self._stem_values(data, distinct, starts[first], ends[first])
+        return _kernels.replace_words(hashes, inverse, values)
 
     def _stem(self, words: list[str]) -> list[str]:
         """Stem words longer than two characters (shorter ones are kept)."""
