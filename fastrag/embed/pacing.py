@@ -310,8 +310,11 @@ class TeacherPacer:
     def _can_grow(self, batch: int) -> bool:
         """Whether calls of ``batch`` texts stay within half the timeout at this concurrency.
 
-        With two sizes measured, a call's time is extrapolated along the line through
-        them (a fixed cost per call plus a cost per text); with one, in proportion to it.
+        With two sizes measured :data:`WINDOW` times each, a call's time is extrapolated
+        along the line through their medians (a fixed cost per call plus a cost per
+        text); otherwise in proportion to the step's latency per text (which overstates a
+        larger call, never understates it: one lucky call on a noisy teacher must not
+        lead to a call that times out).
         """
         if batch > MAX_BATCH:
             return False
@@ -320,11 +323,20 @@ class TeacherPacer:
         steady = self._phase in ("regrow", "probe")
         flight = self.concurrency if steady or self.fixed_concurrency else 1
         step, kept = self._step, self._kept
-        if kept is not None and kept != step and {kept, step} <= self._samples.keys():
+        full = (
+            kept is not None
+            and kept != step
+            and {kept, step} <= self._samples.keys()
+            and min(len(self._samples[step]), len(self._samples[kept])) >= WINDOW
+        )
+        if full:
+            assert kept is not None
             at_step, at_kept = step * self._median(step), kept * self._median(kept)
             per_text = max(0.0, (at_step - at_kept) / (step - kept))
             call = max(at_step, at_step + per_text * (batch - step))
             return call * max(flight, 1) * 2 <= self.timeout_cap
+        if step in self._samples:
+            return batch * self._median(step) * max(flight, 1) * 2 <= self.timeout_cap
         return self.expected(batch, flight) * 2 <= self.timeout_cap
 
     def _size(self, texts: int, per_text: float) -> None:
