@@ -196,7 +196,9 @@ def test_distillation_embeds_items_and_sample_on_the_teachers_symmetric_side(
     sample = [s for s in asked if s not in items]
     assert items and sample
     assert {s.input_type for s in asked} == kinds
-    assert all(not t.startswith(("query: ", "passage: ", "Represent")) for s in asked for t in s.texts)
+    assert all(
+        not t.startswith(("query: ", "passage: ", "Represent")) for s in asked for t in s.texts
+    )
 
 
 def test_resolve_sides_follows_the_teacher_and_keeps_a_choice():
