@@ -176,16 +176,14 @@ OPTS = dict(dim=8, min_count=1, fit_sample=10)
 
 
 @pytest.mark.parametrize(
-    ("model", "options", "kinds", "prefix"),
+    ("model", "options", "kinds"),
     [
-        ("e5", {}, {"query"}, ""),  # e5: a symmetric student takes the query side
-        ("e5", {"item_side": "document"}, {"passage"}, ""),  # the caller's choice, both stages
-        ("BAAI/bge-small-en-v1.5", {}, {None}, ""),  # bge: the document side, no instruction
+        ("e5", {}, {"query"}),  # e5: a symmetric student takes the query side
+        ("e5", {"item_side": "document"}, {"passage"}),  # the caller's choice, both stages
+        ("BAAI/bge-small-en-v1.5", {}, {None}),  # bge: the document side, no instruction
     ],
 )
-def test_distillation_embeds_items_and_sample_on_the_teachers_symmetric_side(
-    model, options, kinds, prefix
-):
+def test_distillation_embeds_items_and_sample_on_the_teachers_symmetric_side(model, options, kinds):
     with SlowTeacher(**FAST, prefixes=MARKS) as server:
         teacher = _embedder(server, model)
         emb = StaticEmbedder.distill(CORPUS, teacher, **OPTS, **options)
