@@ -47,9 +47,12 @@ machine neither stops the growth nor shrinks the batch:
    (rises by less than :data:`GAIN`).
 7. **Probe in steady state**: after :data:`PROBE_AFTER` successful calls
    at one setting, a larger one is tried, a doubled batch and one more
-   call in flight in turn (each within the bounds above): a doubled batch
-   is kept (and doubled again) as in step 2, one more call in flight as in
-   step 3; a lowered ceiling of calls in flight (a back-off, a slow
+   call in flight in turn (each within the bounds above). A doubled batch
+   is kept (and doubled again) unless its median latency per text is
+   :data:`GAIN` worse (as in a regrowth: larger calls cost no more per text
+   on a teacher whose calls cost a fixed part plus a part per text, and
+   noise should not keep a batch small); one more call in flight as in
+   step 3. A lowered ceiling of calls in flight (a back-off, a slow
    stretch, a step that did not pay) is raised by one for the try. A probe
    that does not pay doubles the wait before the next one of its kind (up
    to :data:`PROBE_MAX` calls); one that pays resets it. So sizing that
@@ -351,18 +354,21 @@ class TeacherPacer:
         ref = self._median(kept) if kept in self._samples else None
         regrow = self._phase == "regrow"
         probe = self._phase == "probe"
+        lenient = regrow or probe  # from a setting known to work: larger unless clearly worse
         # A step is taken at once when its first call raised throughput by GAIN (in a
-        # regrowth: when latency per text held, rose by less than GAIN: the teacher answered
-        # that batch before the back-off); else once the medians of 3 calls at it and at the
-        # size before show it did not lower throughput.
+        # regrowth or a steady-state probe: when latency per text held, rose by less than
+        # GAIN: the teacher answered that batch before the back-off, or the setting probed
+        # from works and a larger batch costs no more per text on a teacher whose calls
+        # cost a fixed part plus a part per text); else once the medians of 3 calls at it
+        # and at the size before show it did not lower throughput.
         full = (
             kept is not None
             and min(len(self._samples[step]), len(self._samples.get(kept, ()))) >= WINDOW
         )
         held = ref is not None and cur <= ref and full
-        if ref is None or (cur <= ref * GAIN if regrow else cur * GAIN <= ref) or held:
+        if ref is None or (cur <= ref * GAIN if lenient else cur * GAIN <= ref) or held:
             self.rate = 1.0 / cur
-            leap = ref is not None and cur * 1.6 <= ref and not regrow
+            leap = ref is not None and cur * 1.6 <= ref and not lenient
             grow = (4 if leap else 2) * step
             limit = self._regrow_to if regrow else MAX_BATCH
             if grow > 2 * step and not (grow <= limit and self._can_grow(grow)):
