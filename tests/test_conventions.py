@@ -209,3 +209,21 @@ def test_resolve_sides_follows_the_teacher_and_keeps_a_choice():
     assert (opts.item_side, opts.sample_side) == ("document", "document")
     opts = resolve_sides(DistillOptions(item_side="document", sample_side="query"), E5Like())
     assert (opts.item_side, opts.sample_side) == ("document", "query")
+
+
+@pytest.mark.parametrize(
+    ("distilled", "learnt"), [({}, "query"), ({"item_side": "document"}, "passage")]
+)
+def test_items_learnt_later_are_asked_on_the_side_the_table_was_distilled_on(
+    tmp_path, distilled, learnt
+):
+    with SlowTeacher(**FAST, prefixes=MARKS) as server:
+        teacher = _embedder(server, "e5")
+        StaticEmbedder.distill(CORPUS, teacher, **OPTS, **distilled).save(tmp_path / "t.arrow")
+        n = len(server.seen)
+        loaded = StaticEmbedder.load(tmp_path / "t.arrow", teacher=teacher)
+        raw = b"zebra quagga okapi"
+        data = np.frombuffer(raw, dtype=np.uint8)
+        assert loaded.learn_utf8(data, np.array([0, len(raw)], dtype=np.int64)) == 3
+        teacher.close()
+    assert [s.input_type for s in server.seen[n:]] == [learnt]

@@ -890,6 +890,10 @@ def grow_table(
     table's corpus total plus these texts' tokens; existing rows and weights
     are unchanged.
     """
+    saved = table.meta.get("options") if isinstance(table.meta, dict) else None
+    side = saved.get("item_side") if isinstance(saved, dict) else None
+    if options.item_side is None and side in ("document", "query"):
+        options = replace(options, item_side=side)  # the side the table's items were asked on
     options = resolve_sides(options, teacher)
     found = count_items(batches, threads=threads)
     if not found.items:
