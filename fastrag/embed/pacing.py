@@ -45,7 +45,21 @@ machine neither stops the growth nor shrinks the batch:
    batch, a doubled batch is probed, and kept (and doubled again, up to the
    size before the back-off) while the median latency per text holds
    (rises by less than :data:`GAIN`).
-7. **Timeouts scale with the batch**: a call's timeout is
+7. **Probe in steady state**: after :data:`PROBE_AFTER` successful calls
+   at one setting, a larger one is tried, a doubled batch and one more
+   call in flight in turn (each within the bounds above). A doubled batch
+   is kept (and doubled again) unless its median latency per text is
+   :data:`GAIN` worse (as in a regrowth: larger calls cost no more per text
+   on a teacher whose calls cost a fixed part plus a part per text, and
+   noise should not keep a batch small); one more call in flight as in
+   step 3. A lowered ceiling of calls in flight (a back-off, a slow
+   stretch, a step that did not pay) is raised by one for the try. A probe
+   that does not pay doubles the wait before the next one of its kind (up
+   to :data:`PROBE_MAX` calls); one that pays resets it. So sizing that
+   stopped early on noise, or a setting lowered for good reasons that no
+   longer hold, is undone within a few dozen calls, at the cost of a few
+   calls per probe.
+8. **Timeouts scale with the batch**: a call's timeout is
    ``MIN_TIMEOUT + slack x expected time`` (``slack`` starts at
    :data:`SLACK`), at most the teacher client's read timeout.
 
@@ -81,6 +95,8 @@ __all__ = [
     "MAX_BATCH",
     "MAX_CONCURRENCY",
     "MIN_TIMEOUT",
+    "PROBE_AFTER",
+    "PROBE_MAX",
     "REGROW_AFTER",
     "SLACK",
     "SLOW",
@@ -107,6 +123,10 @@ WINDOW = 3
 """Calls whose median latency per text a decision reads."""
 REGROW_AFTER = 8
 """Successful calls at a lowered batch before a larger one is probed again."""
+PROBE_AFTER = 16
+"""Successful calls at one steady setting before a larger one is probed."""
+PROBE_MAX = 256
+"""Most calls between two probes of one kind (the wait doubles after a probe that did not pay)."""
 BUSY_RETRIES = 10
 """Times one batch may be answered 429 / 503 before the distillation gives up."""
 _BACKOFF_CAP = 8.0
@@ -121,7 +141,9 @@ class PacerStats:
     (sizing the batch), ``"settle"`` (the batch chosen), ``"in flight"``
     (a concurrency step), ``"steady"``, ``"slow"`` (one call fewer in
     flight), ``"back-off"`` (a timeout, 429 or 503), ``"regrow"`` (a larger
-    batch probed after a back-off).
+    batch probed after a back-off), ``"probe"`` (a doubled batch tried in
+    steady state) and ``"probe in flight"`` (one more call in flight tried
+    in steady state).
     """
 
     calls: int = 0
@@ -243,7 +265,14 @@ class TeacherPacer:
         client_cap = getattr(getattr(teacher, "client_config", None), "max_concurrency", None)
         if max_concurrency is None and isinstance(client_cap, int) and client_cap >= 1:
             self._ceiling = min(self._ceiling, client_cap)  # the client's own bound holds too
-        self._steady_calls = 0
+        self._cap = self._ceiling  # the hard bound; `_ceiling` is lowered and probed back up
+        self._steady_calls = 0  # steady calls measured at this setting
+        # Steady-state probes: the calls to wait before the next one of each kind, the kind
+        # in progress (None: none) and the setting it started from.
+        self._probe_wait = {"batch": PROBE_AFTER, "in flight": PROBE_AFTER}
+        self._probing: str | None = None
+        self._probe_from = (self.batch, self.concurrency)
+        self._probe_next = "batch"
         self._episode = 0  # calls numbered below this were in flight at the last back-off
         self._since_back_off = -1  # successful calls at the lowered batch (-1: none lowered)
         self.stats.history.append(("start", self.batch, self.concurrency))
@@ -275,6 +304,7 @@ class TeacherPacer:
         self._window = []
         self._slow.clear()
         self._recent.clear()
+        self._steady_calls = 0
         self.stats.history.append((reason, self.batch, self.concurrency))
 
     def _median(self, size: int) -> float:
@@ -283,20 +313,33 @@ class TeacherPacer:
     def _can_grow(self, batch: int) -> bool:
         """Whether calls of ``batch`` texts stay within half the timeout at this concurrency.
 
-        With two sizes measured, a call's time is extrapolated along the line through
-        them (a fixed cost per call plus a cost per text); with one, in proportion to it.
+        With two sizes measured :data:`WINDOW` times each, a call's time is extrapolated
+        along the line through their medians (a fixed cost per call plus a cost per
+        text); otherwise in proportion to the step's latency per text (which overstates a
+        larger call, never understates it: one lucky call on a noisy teacher must not
+        lead to a call that times out).
         """
         if batch > MAX_BATCH:
             return False
         if self._phase == "regrow" and batch <= self._regrow_to:
             return True  # the teacher answered calls of this size before the back-off
-        flight = self.concurrency if self._phase == "regrow" or self.fixed_concurrency else 1
+        steady = self._phase in ("regrow", "probe")
+        flight = self.concurrency if steady or self.fixed_concurrency else 1
         step, kept = self._step, self._kept
-        if kept is not None and kept != step and {kept, step} <= self._samples.keys():
+        full = (
+            kept is not None
+            and kept != step
+            and {kept, step} <= self._samples.keys()
+            and min(len(self._samples[step]), len(self._samples[kept])) >= WINDOW
+        )
+        if full:
+            assert kept is not None
             at_step, at_kept = step * self._median(step), kept * self._median(kept)
             per_text = max(0.0, (at_step - at_kept) / (step - kept))
             call = max(at_step, at_step + per_text * (batch - step))
             return call * max(flight, 1) * 2 <= self.timeout_cap
+        if step in self._samples:
+            return batch * self._median(step) * max(flight, 1) * 2 <= self.timeout_cap
         return self.expected(batch, flight) * 2 <= self.timeout_cap
 
     def _size(self, texts: int, per_text: float) -> None:
@@ -310,18 +353,22 @@ class TeacherPacer:
         cur = self._median(step)
         ref = self._median(kept) if kept in self._samples else None
         regrow = self._phase == "regrow"
+        probe = self._phase == "probe"
+        lenient = regrow or probe  # from a setting known to work: larger unless clearly worse
         # A step is taken at once when its first call raised throughput by GAIN (in a
-        # regrowth: when latency per text held, rose by less than GAIN: the teacher answered
-        # that batch before the back-off); else once the medians of 3 calls at it and at the
-        # size before show it did not lower throughput.
+        # regrowth or a steady-state probe: when latency per text held, rose by less than
+        # GAIN: the teacher answered that batch before the back-off, or the setting probed
+        # from works and a larger batch costs no more per text on a teacher whose calls
+        # cost a fixed part plus a part per text); else once the medians of 3 calls at it
+        # and at the size before show it did not lower throughput.
         full = (
             kept is not None
             and min(len(self._samples[step]), len(self._samples.get(kept, ()))) >= WINDOW
         )
         held = ref is not None and cur <= ref and full
-        if ref is None or (cur <= ref * GAIN if regrow else cur * GAIN <= ref) or held:
+        if ref is None or (cur <= ref * GAIN if lenient else cur * GAIN <= ref) or held:
             self.rate = 1.0 / cur
-            leap = ref is not None and cur * 1.6 <= ref and not regrow
+            leap = ref is not None and cur * 1.6 <= ref and not lenient
             grow = (4 if leap else 2) * step
             limit = self._regrow_to if regrow else MAX_BATCH
             if grow > 2 * step and not (grow <= limit and self._can_grow(grow)):
@@ -329,7 +376,7 @@ class TeacherPacer:
             if grow <= limit and self._can_grow(grow):
                 self._kept, self._step = step, grow
                 self._samples = {step: self._samples[step]}
-                self._set("regrow" if regrow else "grow", batch=grow)
+                self._set("regrow" if regrow else "probe" if probe else "grow", batch=grow)
             else:
                 self._settle(step)
             return
@@ -351,6 +398,11 @@ class TeacherPacer:
         self._samples = {}
         self._kept = None
         self._step = batch
+        if self._phase == "probe":
+            self._phase = "steady"
+            self._set("steady", batch=batch)
+            self._probe_done(paid=self.batch > self._probe_from[0])
+            return
         if regrow:
             self._regrow_to = 0
             self._since_back_off = -1
@@ -384,7 +436,7 @@ class TeacherPacer:
                 return
             self._size(texts, per_text)
             return
-        if self._phase == "regrow":
+        if self._phase in ("regrow", "probe"):
             self._size(texts, per_text)
             return
         self._window.append((now, texts))
@@ -421,11 +473,13 @@ class TeacherPacer:
         measured = done / span if span > 0 else single
         if self._phase == "concurrency":
             if self._window_rate is not None and measured < self._window_rate * GAIN:
-                # The step did not pay: back to one call fewer, and stay there.
+                # The step did not pay: back to one call fewer, and stay there (until a probe).
                 self._ceiling = self.concurrency - 1
                 self._phase = "steady"
                 self._set("in flight", concurrency=self.concurrency - 1)
                 self.rate = self._window_rate
+                if self._probing == "in flight":
+                    self._probe_done(paid=False)
                 return
             self.rate = measured
             self._window_rate = measured
@@ -435,21 +489,67 @@ class TeacherPacer:
             else:
                 self._phase = "steady"
                 self._set("steady")
+                if self._probing == "in flight":
+                    self._probe_done(paid=True)
             return
-        # steady: keep the estimate fresh; now and then try one more call in flight again.
+        # steady: keep the estimate fresh; now and then probe a larger setting.
         self.rate = 0.5 * (self.rate or measured) + 0.5 * measured
         self._window = self._window[-need:]
         self._steady_calls += 1
-        if (
-            self._steady_calls >= 32
-            and self.fixed_concurrency is None
-            and self.concurrency < self._ceiling
-            and self._fits(self.batch, self.concurrency + 1)
-        ):
-            self._steady_calls = 0
+        if self._since_back_off < 0 and call.seq >= self._episode:
+            self._start_probe(measured)
+
+    def _start_probe(self, measured: float) -> bool:
+        """In steady state, after enough good calls: try a doubled batch or one more in flight.
+
+        The two kinds take turns; a kind is tried only within the pacer's
+        bounds (the batch: :data:`MAX_BATCH` and half the timeout at this
+        concurrency; calls in flight: the hard ceiling and what the teacher
+        answers in half the timeout).
+        """
+        kinds = ["batch", "in flight"]
+        if self._probe_next == "in flight":
+            kinds.reverse()
+        for kind in kinds:
+            if self._steady_calls < self._probe_wait[kind]:
+                continue
+            if kind == "batch":
+                grow = 2 * self.batch
+                if self.fixed_batch is not None or grow > MAX_BATCH or not self._recent:
+                    continue
+                self._phase, self._kept, self._step = "probe", None, self.batch
+                self._samples = {}
+                if not self._can_grow(grow):
+                    self._phase = "steady"
+                    continue
+                self._probing, self._probe_from = kind, (self.batch, self.concurrency)
+                self._kept, self._step = self.batch, grow
+                self._samples = {self.batch: deque(self._recent, maxlen=WINDOW)}
+                self._probe_next = "in flight"
+                self._set("probe", batch=grow)
+                return True
+            nxt = self.concurrency + 1
+            if self.fixed_concurrency is not None or nxt > self._cap:
+                continue
+            if not self._fits(self.batch, nxt):
+                continue
+            self._probing, self._probe_from = kind, (self.batch, self.concurrency)
+            self._ceiling = max(self._ceiling, nxt)  # a lowered ceiling is tried one higher
             self._window_rate = measured
             self._phase = "concurrency"
-            self._set("in flight", concurrency=self.concurrency + 1)
+            self._probe_next = "batch"
+            self._set("probe in flight", concurrency=nxt)
+            return True
+        return False
+
+    def _probe_done(self, paid: bool) -> None:
+        """A steady-state probe ended: reset its kind's wait when it paid, else double it."""
+        kind = self._probing
+        self._probing = None
+        if kind is None:
+            return
+        wait = self._probe_wait[kind]
+        self._probe_wait[kind] = PROBE_AFTER if paid else min(PROBE_MAX, 2 * wait)
 
     def _start_regrow(self) -> bool:
         """After REGROW_AFTER good calls at a lowered batch: probe a doubled one."""
@@ -470,8 +570,12 @@ class TeacherPacer:
         if call.seq < self._episode:
             return  # in flight when the episode's first failure came: lowered already
         self._episode = self.stats.calls  # every call sent so far belongs to this episode
-        # The batch to regrow to: the one in use, or during a regrowth the last one that held.
-        before = self._kept if self._phase == "regrow" and self._kept else self.batch
+        # The batch to regrow to: the one in use, or during a regrowth (or a probe) the last
+        # one that held. A probe that ends in a back-off did not pay.
+        steady_step = self._phase in ("regrow", "probe")
+        before = self._kept if steady_step and self._kept else self.batch
+        if self._probing is not None:
+            self._probe_done(paid=False)
         self._phase = "steady"
         self._samples = {}
         self._kept = None

