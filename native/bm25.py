@@ -1654,6 +1654,8 @@ def search(
     (term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
      q_offsets, mask) = frozen(*arrays)  # fmt: skip
     cell_start, cell_max = _NO_CELLS if cells is None else frozen(*cells)
+    if not 0 <= cell_shift <= 6:  # a cell's rows are the bits of one uint64
+        raise ValueError(f"cell_shift must be in [0, 6], got {cell_shift}")
     m = q_offsets.size - 1
     out_rows = np.empty((m, k), dtype=np.int64)
     out_scores = np.empty((m, k), dtype=np.float32)
