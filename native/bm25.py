@@ -242,7 +242,7 @@ def block_maxima(
 
 @parallel_kernel
 def _cell_max_pass(term_offsets, rows, weights, terms, starts, n, shift, out):
-    """``out[starts[i] + c]`` = largest weight of term ``terms[i]`` in rows ``[c << shift, (c + 1) << shift)``."""
+    """``out[starts[i] + c]``: the largest weight of term ``terms[i]`` in cell ``c`` (parallel)."""
     for i in prange(terms.size):
         t = terms[i]
         base = starts[i]
@@ -301,7 +301,9 @@ def cell_maxima(
     cell_start[terms] = starts
     out = np.zeros(terms.size * n_cells, dtype=np.int32)
     if out.size:
-        _cell_max_pass(term_offsets, rows, weights, terms, starts, np.int64(n), np.int64(shift), out)
+        _cell_max_pass(
+            term_offsets, rows, weights, terms, starts, np.int64(n), np.int64(shift), out
+        )
     return cell_start, out
 
 
@@ -1165,8 +1167,8 @@ def _offer_cell_row(hs, hr, size, k, s, r, lim):  # pragma: no cover - inlined
 
 @kernel
 def _cells_one(
-    term_offsets, rows, weights, max_weight, cell_start, cell_max, shift, vocab, q_hashes, lo, hi, n, mask,
-    k, bound, cacc, hs, hr, out_rows, out_scores, stats,
+    term_offsets, rows, weights, max_weight, cell_start, cell_max, shift, vocab, q_hashes, lo,
+    hi, n, mask, k, bound, cacc, hs, hr, out_rows, out_scores, stats,
 ):  # fmt: skip
     """Best ``<= k`` rows of one query by the bounds of row cells (see :func:`cell_maxima`).
 
@@ -1233,7 +1235,7 @@ def _cells_one(
                 bound[r >> shift] += np.int64(weights[p]) * mu
     use_mask = mask.size > 0
     size = np.int64(0)  # typed from the start: no Literal[int](0) signature of the heap
-    lim = np.int64(0)  # a cell of bound <= lim cannot hold a hit: 0 (no term) until the heap is full
+    lim = np.int64(0)  # bound <= lim: no row can enter (0, no term, until the heap is full)
     read = 0
     # the M cells of the highest bounds, best first (insertion into a sorted list)
     m_top = min(max(2 * k, 16), n_cells)
@@ -1394,8 +1396,8 @@ def _one(
     """One query: :func:`_cells_one` when one of its terms has cells, else :func:`_pruned_one`."""
     if _has_cells(term_offsets, vocab, cell_start, q_hashes, lo, hi):
         _cells_one(
-            term_offsets, rows, weights, max_weight, cell_start, cell_max, shift, vocab, q_hashes, lo, hi,
-            n, mask, k, bound, cacc, hs, hr, out_rows, out_scores, stats,
+            term_offsets, rows, weights, max_weight, cell_start, cell_max, shift, vocab,
+            q_hashes, lo, hi, n, mask, k, bound, cacc, hs, hr, out_rows, out_scores, stats,
         )  # fmt: skip
     else:
         _pruned_one(
