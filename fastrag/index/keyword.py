@@ -18,9 +18,13 @@ token that occurs twice counts twice.
 
 Search prunes: block-max MaxScore skips the postings that cannot change the
 top ``k``, with the largest weight of every term and of every block of
-:data:`BLOCK_SIZE` postings stored with the index; the results (rows and
-scores) are exactly those of scoring every posting
-(``search(..., method="exhaustive")``, the reference).
+:data:`BLOCK_SIZE` postings stored with the index; a query with a term in
+at least one row of 32 in the whole index (the Zipfian head: "the", a
+product's name in every chunk) is bounded instead by the largest weight of
+its terms in every cell of 32 consecutive rows, computed on the first pruned
+search and kept beside the arrays. The results (rows and scores) are exactly
+those of scoring every posting (``search(..., method="exhaustive")``, the
+reference).
 
 Rows are the store's global row numbers ``0..n-1``. :meth:`BM25Index.add`
 appends rows; the merged postings and the recomputed statistics (``N``,
