@@ -1273,9 +1273,10 @@ def _cells_one(
                 r = rows[p]
                 if r >= c1:
                     break
-                x = r - c0
-                cacc[x] += weights[p] * mu
-                word |= np.uint64(1) << np.uint64(x)
+                if r >= c0:  # always, unless the postings are corrupt (not increasing)
+                    x = r - c0
+                    cacc[x] += weights[p] * mu
+                    word |= np.uint64(1) << np.uint64(x)
                 p += 1
             read += p - start
         while word != 0:
@@ -1349,9 +1350,10 @@ def _cells_one(
                 r = rows[p]
                 if r >= c1:
                     break
-                x = r - c0
-                cacc[x] += weights[p] * mu
-                word |= np.uint64(1) << np.uint64(x)
+                if r >= c0:
+                    x = r - c0
+                    cacc[x] += weights[p] * mu
+                    word |= np.uint64(1) << np.uint64(x)
                 p += 1
             read += p - start
             pos[j] = p
