@@ -53,6 +53,8 @@ __all__ = [
     "PARTITION_BITS",
     "block_maxima",
     "build_postings",
+    "CELL_SHIFT",
+    "cell_maxima",
     "compact_postings",
     "impacts",
     "merge_indexes",
@@ -69,6 +71,9 @@ WEIGHT_SCALE = 2.0**26
 """A weight is ``ceil(idf * impact * WEIGHT_SCALE)``: below 2**31 for any idf of
 a 2**31-row index (``log(1 + 2**31) < 22 < 32``); the kernels write the
 literals ``67108864.0`` and ``2**-26``."""
+
+CELL_SHIFT = 5
+"""A cell of :func:`cell_maxima` holds ``2**CELL_SHIFT`` consecutive rows."""
 
 
 # -- building ----------------------------------------------------------------
@@ -233,6 +238,73 @@ def block_maxima(
     if out.size:
         _block_max_pass(term_offsets, block_offsets, values, np.int64(block_size), out)
     return block_offsets, out
+
+
+@parallel_kernel
+def _cell_max_pass(term_offsets, rows, weights, terms, starts, n, shift, out):
+    """``out[starts[i] + c]``: the largest weight of term ``terms[i]`` in cell ``c`` (parallel)."""
+    for i in prange(terms.size):
+        t = terms[i]
+        base = starts[i]
+        for p in range(term_offsets[t], term_offsets[t + 1]):
+            r = rows[p]
+            if 0 <= r < n:
+                c = base + (r >> shift)
+                if weights[p] > out[c]:
+                    out[c] = weights[p]
+
+
+def cell_maxima(
+    term_offsets: np.ndarray, rows: np.ndarray, weights: np.ndarray, n: int,
+    shift: int = CELL_SHIFT, min_df: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Return the largest weight of every long term in every cell of ``2**shift`` rows.
+
+    Rows are cut into ``ceil(n / 2**shift)`` *cells* of consecutive rows, the
+    same for every term (unlike :func:`block_maxima`, whose blocks of postings
+    span different rows per term): the sum of the query terms' maxima in a
+    cell bounds the score of every row in it. Only the terms with at least
+    ``min_df`` postings (default: one per cell, ``ceil(n / 2**shift)``) get
+    cells; the others are bounded posting by posting at query time.
+
+    Parameters
+    ----------
+    term_offsets : int64[V + 1]
+        Postings offsets per term.
+    rows : int32[nnz]
+        Posting rows.
+    weights : int32[nnz]
+        Posting weights.
+    n : int
+        Number of rows.
+    shift : int, default :data:`CELL_SHIFT`
+        A cell holds ``2**shift`` rows, ``0 <= shift <= 6``.
+    min_df : int, optional
+        Fewest postings of a term with cells.
+
+    Returns
+    -------
+    cell_start : int64[V]
+        Term ``t``'s cells are ``cell_max[cell_start[t]:cell_start[t] + n_cells]``,
+        or ``cell_start[t] = -1`` (no cells).
+    cell_max : int32[L * n_cells]
+        Largest weight per cell (0 where the term has no row).
+    """
+    term_offsets, rows, weights = frozen(term_offsets, rows, weights)
+    n_cells = (int(n) + (1 << shift) - 1) >> shift
+    if min_df is None:
+        min_df = max(n_cells, 1)
+    df = np.diff(term_offsets)
+    terms = np.flatnonzero(df >= min_df).astype(np.int64)
+    cell_start = np.full(df.size, -1, dtype=np.int64)
+    starts = np.arange(terms.size, dtype=np.int64) * n_cells
+    cell_start[terms] = starts
+    out = np.zeros(terms.size * n_cells, dtype=np.int32)
+    if out.size:
+        _cell_max_pass(
+            term_offsets, rows, weights, terms, starts, np.int64(n), np.int64(shift), out
+        )
+    return cell_start, out
 
 
 @parallel_kernel
@@ -1055,42 +1127,338 @@ def _pruned_one(
     stats[1] = total
 
 
+@kernel(inline="always")
+def _lower_bound(rows, lo, hi, r):  # pragma: no cover - inlined
+    """First position in ``rows[lo:hi]`` (increasing) holding a value ``>= r``, or ``hi``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if rows[mid] < r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def _has_cells(term_offsets, vocab, cell_start, q_hashes, lo, hi):
+    """Whether a query token is a term with cells (see :func:`cell_maxima`)."""
+    if cell_start.size != term_offsets.size - 1:
+        return False
+    for j in range(lo, hi):
+        t = _find(vocab, q_hashes[j])
+        if t >= 0 and t < cell_start.size and cell_start[t] >= 0:
+            return True
+    return False
+
+
+@kernel(inline="always")
+def _offer_cell_row(hs, hr, size, k, s, r, lim):  # pragma: no cover - inlined
+    """Offer row ``r`` of sum ``s > lim`` to the heap; return the new size and limit.
+
+    Rows do not come in row order, so a row scoring exactly ``theta`` enters
+    when its row is lower: the limit is the largest sum scoring *below*
+    ``theta`` (and 0, no term, until the heap is full).
+    """
+    f = _to_score(s)
+    if size < k:
+        size = heap.push(hs, hr, size, f, r)
+        if size == k:
+            lim = max(_limit_below(hs[0]), np.int64(0))
+    elif heap.worse(hs[0], hr[0], f, r):
+        heap.sift_down(hs, hr, size, np.int64(0), f, r)
+        lim = max(_limit_below(hs[0]), np.int64(0))
+    return size, lim
+
+
+@kernel
+def _cells_one(
+    term_offsets, rows, weights, max_weight, cell_start, cell_max, shift, vocab, q_hashes, lo,
+    hi, n, mask, k, bound, cacc, hs, hr, out_rows, out_scores, stats,
+):  # fmt: skip
+    """Best ``<= k`` rows of one query by the bounds of row cells (see :func:`cell_maxima`).
+
+    Every row lies in one cell of ``2**shift`` consecutive rows; the bound of
+    a cell, ``bound[c]``, is the sum over the query terms of their largest
+    weight there (from ``cell_max`` for a term with cells; a term without
+    adds each of its postings' weights to its row's cell, which bounds its
+    largest too): no row of the cell scores more. The cells of the ``M``
+    highest bounds are scored first, which makes the ``k``-th best score so
+    far (``theta``) high from the start; then every cell in row order whose
+    bound can still beat ``theta``. A cell is scored in full: every query
+    term's postings in its rows, term-at-a-time into ``cacc`` (``2**shift``
+    entries, all zeros on entry and on exit; one bit per row in a word), so
+    a row's score is the fixed-point sum of the exhaustive kernel and the
+    result is exactly :func:`_exhaustive_one`'s.
+
+    Cells are not visited in row order, so a row scoring exactly ``theta``
+    may still enter by its lower row: a cell is skipped only when its bound
+    is below ``theta`` (``_limit_below``), a row is offered when it ranks
+    before the heap's worst, and every cell is scored at most once
+    (``bound[c] = -1`` once scored). ``bound`` holds ``n_cells`` entries of
+    any value on entry. ``stats`` receives the postings read and the
+    postings of the query terms.
+    """
+    nnz = rows.size
+    terms, mult = _query_terms(term_offsets, vocab, nnz, q_hashes, lo, hi)
+    nq = terms.size
+    width = np.int64(1) << shift
+    n_cells = (n + width - 1) >> shift
+    p0s = np.empty(nq, dtype=np.int64)
+    p1s = np.empty(nq, dtype=np.int64)
+    pos = np.empty(nq, dtype=np.int64)
+    total = 0
+    for j in range(nq):
+        t = terms[j]
+        p0s[j] = max(term_offsets[t], 0)
+        p1s[j] = min(term_offsets[t + 1], nnz)
+        pos[j] = p0s[j]
+        total += p1s[j] - p0s[j]
+    # the cells' bounds: terms with cells first (the first one overwrites)
+    fresh = True
+    for j in range(nq):
+        cs = cell_start[terms[j]]
+        if cs < 0 or cs + n_cells > cell_max.size:
+            continue
+        mu = mult[j]
+        if fresh:
+            for c in range(n_cells):
+                bound[c] = np.int64(cell_max[cs + c]) * mu
+            fresh = False
+        else:
+            for c in range(n_cells):
+                bound[c] += np.int64(cell_max[cs + c]) * mu
+    if fresh:
+        bound[:n_cells] = 0
+    for j in range(nq):
+        cs = cell_start[terms[j]]
+        if cs >= 0 and cs + n_cells <= cell_max.size:
+            continue
+        mu = mult[j]
+        for p in range(p0s[j], p1s[j]):
+            r = rows[p]
+            if 0 <= r < n:
+                bound[r >> shift] += np.int64(weights[p]) * mu
+    use_mask = mask.size > 0
+    size = np.int64(0)  # typed from the start: no Literal[int](0) signature of the heap
+    lim = np.int64(0)  # bound <= lim: no row can enter (0, no term, until the heap is full)
+    read = 0
+    # the M cells of the highest bounds, best first (insertion into a sorted list)
+    m_top = min(max(2 * k, 16), n_cells)
+    top_b = np.full(m_top, -1, dtype=np.int64)
+    top_c = np.zeros(m_top, dtype=np.int64)
+    floor = np.int64(0)  # top_b[-1] once the list is full
+    for c in range(n_cells):
+        b = bound[c]
+        if b <= floor:
+            continue
+        i = m_top - 1
+        while i > 0 and top_b[i - 1] < b:
+            top_b[i] = top_b[i - 1]
+            top_c[i] = top_c[i - 1]
+            i -= 1
+        top_b[i] = b
+        top_c[i] = c
+        if top_b[m_top - 1] > floor:
+            floor = top_b[m_top - 1]
+    # 1. the cells of the highest bounds, best first, every term's postings
+    for i in range(m_top):
+        if top_b[i] <= lim:
+            break  # sorted: no later one can beat theta either
+        c = top_c[i]
+        bound[c] = -1
+        c0 = c << shift
+        c1 = min(c0 + width, n)
+        word = np.uint64(0)
+        for j in range(nq):
+            e = p1s[j]
+            p = _lower_bound(rows, p0s[j], e, c0)
+            mu = mult[j]
+            start = p
+            while p < e:
+                r = rows[p]
+                if r >= c1:
+                    break
+                if r >= c0:  # always, unless the postings are corrupt (not increasing)
+                    x = r - c0
+                    cacc[x] += weights[p] * mu
+                    word |= np.uint64(1) << np.uint64(x)
+                p += 1
+            read += p - start
+        while word != 0:
+            bit = _low_bit(word)
+            word ^= np.uint64(1) << np.uint64(bit)
+            s = cacc[bit]
+            cacc[bit] = 0
+            r = c0 + bit
+            if s > lim and not (use_mask and not mask[r]):
+                size, lim = _offer_cell_row(hs, hr, size, k, s, r, lim)
+    # 2. MaxScore in row order over the cells left whose bound beats theta: the
+    # terms by their largest weight, ascending; the longest prefix adding up
+    # to no more than theta is non-essential (a row with only those terms
+    # cannot enter); the essential terms' postings in a cell are the
+    # candidates, completed with the non-essential terms by galloping
+    # search, largest first, dropped once their bound is out of reach.
+    order = np.empty(nq, dtype=np.int64)
+    tb = np.empty(nq, dtype=np.int64)
+    prefix = np.empty(nq, dtype=np.int64)
+    for j in range(nq):
+        tb[j] = np.int64(max_weight[terms[j]]) * mult[j]
+        i = j
+        while i > 0 and tb[order[i - 1]] > tb[j]:
+            order[i] = order[i - 1]
+            i -= 1
+        order[i] = j
+    run = np.int64(0)
+    for i in range(nq):
+        run += tb[order[i]]
+        prefix[i] = run
+    ne = 0
+    c = 0
+    while True:
+        while ne < nq and prefix[ne] <= lim:
+            ne += 1
+        if ne == nq:
+            break
+        # the next cell from c holding an essential term's row
+        nxt = n
+        c0 = c << shift
+        for i in range(ne, nq):
+            j = order[i]
+            p = pos[j]
+            e = p1s[j]
+            if p < e and rows[p] < c0:
+                p = _gallop(rows, p, e, c0)
+                pos[j] = p
+            if p < e and rows[p] < nxt:
+                nxt = rows[p]
+        if nxt >= n:
+            break
+        c = nxt >> shift
+        if bound[c] <= lim:
+            c += 1
+            while c < n_cells and bound[c] <= lim:
+                c += 1
+            if c >= n_cells:
+                break
+            continue
+        bound[c] = -1
+        c0 = c << shift
+        c1 = min(c0 + width, n)
+        word = np.uint64(0)
+        for i in range(ne, nq):
+            j = order[i]
+            e = p1s[j]
+            p = pos[j]
+            mu = mult[j]
+            start = p
+            while p < e:
+                r = rows[p]
+                if r >= c1:
+                    break
+                if r >= c0:
+                    x = r - c0
+                    cacc[x] += weights[p] * mu
+                    word |= np.uint64(1) << np.uint64(x)
+                p += 1
+            read += p - start
+            pos[j] = p
+        while word != 0:
+            bit = _low_bit(word)
+            word ^= np.uint64(1) << np.uint64(bit)
+            s = cacc[bit]
+            cacc[bit] = 0
+            r = c0 + bit
+            if use_mask and not mask[r]:
+                continue
+            alive = True
+            for ii in range(ne - 1, -1, -1):
+                if s + prefix[ii] <= lim:
+                    alive = False
+                    break
+                jj = order[ii]
+                pp = pos[jj]
+                ee = p1s[jj]
+                if pp < ee and rows[pp] < r:
+                    pp = _gallop(rows, pp, ee, r)
+                    pos[jj] = pp
+                if pp < ee and rows[pp] == r:
+                    s += weights[pp] * mult[jj]
+                    read += 1
+            if alive and s > lim:
+                size, lim = _offer_cell_row(hs, hr, size, k, s, r, lim)
+        c += 1
+        if c >= n_cells:
+            break
+    _heap_out(hs, hr, size, out_rows, out_scores)
+    stats[0] = read
+    stats[1] = total
+
+
+@kernel
+def _one(
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, cell_start, cell_max,
+    shift, vocab, q_hashes, lo, hi, n, mask, k, block_size, window, acc, bits, bound, cacc, hs,
+    hr, out_rows, out_scores, stats,
+):  # fmt: skip
+    """One query: :func:`_cells_one` when one of its terms has cells, else :func:`_pruned_one`."""
+    if _has_cells(term_offsets, vocab, cell_start, q_hashes, lo, hi):
+        _cells_one(
+            term_offsets, rows, weights, max_weight, cell_start, cell_max, shift, vocab,
+            q_hashes, lo, hi, n, mask, k, bound, cacc, hs, hr, out_rows, out_scores, stats,
+        )  # fmt: skip
+    else:
+        _pruned_one(
+            term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
+            lo, hi, n, mask, k, block_size, window, acc, bits, hs, hr, out_rows, out_scores, stats,
+        )  # fmt: skip
+
+
 @parallel_kernel
 def _search_parallel(
-    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
-    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, cell_start, cell_max,
+    shift, vocab, q_hashes, q_offsets, n, mask, k, block_size, window, n_blocks, out_rows,
+    out_scores, stats,
 ):  # fmt: skip
-    """:func:`_pruned_one` for every query; query ``q`` goes to block ``q % n_blocks``."""
+    """:func:`_one` for every query; query ``q`` goes to block ``q % n_blocks``."""
     m = q_offsets.size - 1
+    n_cells = (n + (np.int64(1) << shift) - 1) >> shift if cell_start.size else 0
     for blk in prange(n_blocks):
         acc = np.zeros(window, dtype=np.int64)
         bits = np.zeros((window + 63) >> 6, dtype=np.uint64)
+        bound = np.empty(n_cells, dtype=np.int64)
+        cacc = np.zeros(np.int64(1) << shift, dtype=np.int64)
         hs = np.empty(k, dtype=np.float32)
         hr = np.empty(k, dtype=np.int32)
         for q in range(blk, m, n_blocks):
-            _pruned_one(
-                term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
-                q_hashes, q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits,
-                hs, hr, out_rows[q], out_scores[q], stats[q],
+            _one(
+                term_offsets, rows, weights, max_weight, block_offsets, block_max, cell_start,
+                cell_max, shift, vocab, q_hashes, q_offsets[q], q_offsets[q + 1], n, mask, k,
+                block_size, window, acc, bits, bound, cacc, hs, hr, out_rows[q], out_scores[q],
+                stats[q],
             )  # fmt: skip
 
 
 @kernel
 def _search_serial(
-    term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
-    q_offsets, n, mask, k, block_size, window, n_blocks, out_rows, out_scores, stats,
+    term_offsets, rows, weights, max_weight, block_offsets, block_max, cell_start, cell_max,
+    shift, vocab, q_hashes, q_offsets, n, mask, k, block_size, window, n_blocks, out_rows,
+    out_scores, stats,
 ):  # fmt: skip
     """Serial twin of :func:`_search_parallel` (small batches)."""
     m = q_offsets.size - 1
+    n_cells = (n + (np.int64(1) << shift) - 1) >> shift if cell_start.size else 0
     acc = np.zeros(window, dtype=np.int64)
     bits = np.zeros((window + 63) >> 6, dtype=np.uint64)
+    bound = np.empty(n_cells, dtype=np.int64)
+    cacc = np.zeros(np.int64(1) << shift, dtype=np.int64)
     hs = np.empty(k, dtype=np.float32)
     hr = np.empty(k, dtype=np.int32)
     for q in range(m):
-        _pruned_one(
-            term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
-            q_offsets[q], q_offsets[q + 1], n, mask, k, block_size, window, acc, bits, hs, hr,
-            out_rows[q], out_scores[q], stats[q],
+        _one(
+            term_offsets, rows, weights, max_weight, block_offsets, block_max, cell_start,
+            cell_max, shift, vocab, q_hashes, q_offsets[q], q_offsets[q + 1], n, mask, k,
+            block_size, window, acc, bits, bound, cacc, hs, hr, out_rows[q], out_scores[q],
+            stats[q],
         )  # fmt: skip
 
 
@@ -1199,6 +1567,9 @@ bounded by the postings of the query's terms."""
 """Search methods of :func:`search`: block-max MaxScore, or every posting (the reference)."""
 
 
+_NO_CELLS = frozen(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
+
+
 def search(
     term_offsets: np.ndarray,
     rows: np.ndarray,
@@ -1218,6 +1589,8 @@ def search(
     method: str = "auto",
     window: int = WINDOW,
     stats: bool = False,
+    cells: tuple[np.ndarray, np.ndarray] | None = None,
+    cell_shift: int = CELL_SHIFT,
 ) -> tuple[np.ndarray, ...]:
     """Best ``k`` rows of every query by BM25 score.
 
@@ -1261,6 +1634,12 @@ def search(
         :data:`PRUNE_MAX_TOKENS` tokens.
     window : int, default :data:`WINDOW`
         Rows per window of the pruned search.
+    cells : (cell_start, cell_max), optional
+        The row cells of the long terms (from :func:`cell_maxima` with
+        ``cell_shift``): a pruned query with such a term is searched by
+        :func:`_cells_one`, the others by :func:`_pruned_one`.
+    cell_shift : int, default :data:`CELL_SHIFT`
+        Cells of ``2**cell_shift`` rows.
     stats : bool, default False
         Also return, per query, the postings read and the postings of its
         terms (int64 ``(m, 2)``). The postings read include those that
@@ -1283,6 +1662,9 @@ def search(
     )  # fmt: skip
     (term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab, q_hashes,
      q_offsets, mask) = frozen(*arrays)  # fmt: skip
+    cell_start, cell_max = _NO_CELLS if cells is None else frozen(*cells)
+    if not 0 <= cell_shift <= 6:  # a cell's rows are the bits of one uint64
+        raise ValueError(f"cell_shift must be in [0, 6], got {cell_shift}")
     m = q_offsets.size - 1
     out_rows = np.empty((m, k), dtype=np.int64)
     out_scores = np.empty((m, k), dtype=np.float32)
@@ -1311,7 +1693,7 @@ def search(
                     term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
                     sub_hashes, sub_offsets, n, k, mask,
                     n_threads, block_size=block_size, method=part_method, window=window,
-                    stats=True,
+                    stats=True, cells=cells, cell_shift=cell_shift,
                 )  # fmt: skip
                 out_rows[which], out_scores[which], out_stats[which] = got
             return (out_rows, out_scores, out_stats) if stats else (out_rows, out_scores)
@@ -1327,9 +1709,9 @@ def search(
         else:
             fn = _search_serial if serial else _search_parallel
             fn(
-                term_offsets, rows, weights, max_weight, block_offsets, block_max, vocab,
-                q_hashes, q_offsets, n, mask, k, int(block_size), int(window), blocks, out_rows,
-                out_scores, out_stats,
+                term_offsets, rows, weights, max_weight, block_offsets, block_max, cell_start,
+                cell_max, np.int64(cell_shift), vocab, q_hashes, q_offsets, n, mask, k,
+                int(block_size), int(window), blocks, out_rows, out_scores, out_stats,
             )  # fmt: skip
     if stats:
         return out_rows, out_scores, out_stats
@@ -1393,10 +1775,12 @@ def warmup_search(
     hashes = np.array([3, 1, 3, 2, 5, 1], dtype=np.uint64)
     q_offsets = np.minimum(np.arange(PARALLEL_MIN_QUERIES + 1), hashes.size).astype(np.int64)
     q_offsets[-1] = hashes.size
+    cells = cell_maxima(term_offsets, rows, wts, 3, CELL_SHIFT, 2)  # terms 1 and 3 have cells
     for method in methods:
         for mask in (np.zeros(0, dtype=np.bool_), np.ones(3, dtype=np.bool_)):
             for threads in (1, 2) if parallel else (1,):
-                search(
-                    term_offsets, rows, wts, max_weight, block_offsets, block_max, vocab,
-                    hashes, q_offsets, 3, 2, mask, threads, method=method,
-                )  # fmt: skip
+                for with_cells in (None, cells) if method == "maxscore" else (None,):
+                    search(
+                        term_offsets, rows, wts, max_weight, block_offsets, block_max, vocab,
+                        hashes, q_offsets, 3, 2, mask, threads, method=method, cells=with_cells,
+                    )  # fmt: skip

@@ -339,7 +339,9 @@ def make_mask(kind: str, n: int, seed: int) -> np.ndarray | None:
     return mask
 
 
-def kernel_search(index, queries, k, mask, *, block_size, window, method, threads=1):
+def kernel_search(
+    index, queries, k, mask, *, block_size, window, method, threads=1, cells=None, cell_shift=5
+):
     """The search kernel with block maxima of ``block_size`` and windows of ``window`` rows."""
     st = index._state
     q = index.tokenizer.hash([t for qq in queries for t in qq]) if any(queries) else None
@@ -351,6 +353,7 @@ def kernel_search(index, queries, k, mask, *, block_size, window, method, thread
         st.term_offsets, st.rows, st.weights, st.max_weight, block_offsets, block_max, st.vocab,
         hashes, offsets, index.n_rows, min(k, index.n_rows), np.zeros(0, bool) if mask is None
         else mask, threads, block_size=block_size, method=method, window=window, stats=True,
+        cells=cells, cell_shift=cell_shift,
     )  # fmt: skip
 
 
@@ -383,6 +386,75 @@ def test_property_pruned_equals_exhaustive(
     check(index, tok.token_strings(texts), queries, k, r2, s2, mask)
     assert np.array_equal(st1[:, 1], st2[:, 1])  # the postings of the query terms
     assert np.array_equal(st2[:, 0], st2[:, 1])  # the exhaustive kernel reads every posting
+
+
+@settings(max_examples=examples(150) if not JIT_DISABLED else 15, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(ZIPF_WORDS), max_size=10), min_size=1, max_size=90),
+    queries=st.lists(
+        st.lists(st.sampled_from(ZIPF_WORDS + ["unknown", "zzz"]), max_size=7), max_size=6
+    ),
+    k=st.integers(1, 25),
+    shift=st.integers(0, 6),
+    min_df=st.integers(1, 40),
+    mask_kind=st.sampled_from(MASKS),
+    seed=st.integers(0, 2**32 - 1),
+    threads=st.sampled_from([1, 2]),
+)
+def test_property_cells_equal_exhaustive_and_reference(
+    docs, queries, k, shift, min_df, mask_kind, seed, threads
+):
+    """The row-cells kernel (any cell width, any long-term cut) returns the exhaustive top k."""
+    tok = Tokenizer(stopwords=None)
+    texts = [" ".join(d) for d in docs]
+    index = BM25Index.from_tokens(tok.tokenize(texts), tok)
+    s = index._state
+    cells = kernels.cell_maxima(s.term_offsets, s.rows, s.weights, index.n_rows, shift, min_df)
+    want = naive.cell_maxima(s.term_offsets, s.rows, s.weights, index.n_rows, shift, min_df)
+    assert cells[0].tolist() == want[0] and cells[1].tolist() == want[1]
+    mask = make_mask(mask_kind, len(docs), seed)
+    opts = {"block_size": 3, "window": 16, "threads": min(threads, max_threads())}
+    r1, s1, st1 = kernel_search(
+        index, queries, k, mask, method="maxscore", cells=cells, cell_shift=shift, **opts
+    )
+    r2, s2, _ = kernel_search(index, queries, k, mask, method="exhaustive", **opts)
+    assert np.array_equal(r1, r2)
+    assert np.array_equal(s1, s2)  # bit for bit: the same fixed-point sums
+    check(index, tok.token_strings(texts), queries, k, r2, s2, mask)
+    # without cells, or cells of another index (wrong size): the block-max kernel, same result
+    for other in (None, (cells[0][:-1], cells[1])):
+        r3, s3, _ = kernel_search(index, queries, k, mask, method="maxscore", cells=other, **opts)
+        assert np.array_equal(r3, r2) and np.array_equal(s3, s2)
+
+
+def test_cells_of_an_index_are_made_once_and_follow_its_arrays():
+    rng = np.random.default_rng(3)
+    vocab = [f"w{i}" for i in range(300)]
+    p = 1.0 / np.arange(1, 301) ** 1.1
+    p /= p.sum()
+    texts = [" ".join(rng.choice(vocab, int(rng.integers(3, 25)), p=p)) for _ in range(4000)]
+    queries = [" ".join(rng.choice(vocab, int(rng.integers(1, 6)), p=p)) for _ in range(40)]
+    queries += ["w0 w1 w2 w299", "w0"]
+    index = BM25Index.from_texts(texts, Tokenizer(stopwords=None))
+    assert index.n_postings >= kernels.PRUNE_MIN_POSTINGS
+    first = index.search(queries, 10)
+    cells = index._cells_of
+    assert cells is not None and cells[0] is index._state
+    assert (cells[1][0] >= 0).any()  # the common words have cells
+    index.search(queries, 10)
+    assert index._cells_of is cells  # made once
+    full = index.search(queries, 10, method="exhaustive")
+    assert np.array_equal(first[0], full[0]) and np.array_equal(first[1], full[1])
+    index.add_texts(texts[:500])  # new arrays: new cells, results as a fresh build's
+    again = index.search(queries, 10)
+    assert index._cells_of is not cells and index._cells_of[0] is index._state
+    fresh = BM25Index.from_texts(texts + texts[:500], Tokenizer(stopwords=None))
+    want = fresh.search(queries, 10, method="exhaustive")
+    assert np.array_equal(again[0], want[0]) and np.array_equal(again[1], want[1])
+    # most postings of the common words are never read
+    tokens = index.tokenizer.tokenize(["w0 w1 w2", "w0 w1 w299"])
+    read = index.postings_read(tokens, 10)
+    assert read[:, 0].sum() < 0.5 * read[:, 1].sum()
 
 
 def test_pruning_skips_postings_and_keeps_results():

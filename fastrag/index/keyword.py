@@ -18,9 +18,13 @@ token that occurs twice counts twice.
 
 Search prunes: block-max MaxScore skips the postings that cannot change the
 top ``k``, with the largest weight of every term and of every block of
-:data:`BLOCK_SIZE` postings stored with the index; the results (rows and
-scores) are exactly those of scoring every posting
-(``search(..., method="exhaustive")``, the reference).
+:data:`BLOCK_SIZE` postings stored with the index; a query with a term in
+at least one row of 32 in the whole index (the Zipfian head: "the", a
+product's name in every chunk) is bounded instead by the largest weight of
+its terms in every cell of 32 consecutive rows, computed on the first pruned
+search and kept beside the arrays. The results (rows and scores) are exactly
+those of scoring every posting (``search(..., method="exhaustive")``, the
+reference).
 
 Rows are the store's global row numbers ``0..n-1``. :meth:`BM25Index.add`
 appends rows; the merged postings and the recomputed statistics (``N``,
@@ -167,6 +171,7 @@ class BM25Index:
         self.k1 = _check_param("k1", k1, 0.0, 1000.0)
         self.b = _check_param("b", b, 0.0, 1.0)
         self._write_lock = threading.Lock()  # one add() at a time; searches never wait
+        self._cells_of: tuple[_Arrays, tuple[np.ndarray, np.ndarray]] | None = None
         self.upgraded = False
         """True when :meth:`load` read an older format (computing what it lacked):
         saving rewrites it in the current one."""
@@ -717,11 +722,34 @@ class BM25Index:
                 np.zeros((m, 2), dtype=np.int64),
             )
         mask_arr = _NO_MASK if mask is None else self._check_mask(mask, "mask")
+        cells = None if method == "exhaustive" else self._cells(state)
         return _kernels.search(  # type: ignore[return-value]
             state.term_offsets, state.rows, state.weights, state.max_weight, state.block_offsets,
             state.block_max, state.vocab, hashes, offsets, n, kk, mask_arr, n_threads,
-            block_size=BLOCK_SIZE, method=method, stats=True,
+            block_size=BLOCK_SIZE, method=method, stats=True, cells=cells,
         )  # fmt: skip
+
+    def _cells(self, state: _Arrays) -> tuple[np.ndarray, np.ndarray] | None:
+        """The row cells of ``state``'s long terms (``_native.bm25.cell_maxima``), made once.
+
+        Computed on the first pruned search of these arrays (one pass over the
+        long terms' postings; none for an index that ``method="auto"`` scores
+        exhaustively) and kept beside them: an index swapped by ``add`` or
+        ``compact`` computes its own. Two searches racing here compute the
+        same arrays; the last assignment wins.
+        """
+        got = self._cells_of
+        if got is not None and got[0] is state:
+            return got[1]
+        if state.rows.size < _kernels.PRUNE_MIN_POSTINGS:
+            return None
+        cells = _kernels.cell_maxima(
+            state.term_offsets, state.rows, state.weights, int(state.doc_len.size)
+        )
+        for a in cells:
+            a.flags.writeable = False
+        self._cells_of = (state, cells)
+        return cells
 
     def _check_mask(self, mask: object, name: str) -> np.ndarray:
         n = self.n_rows

@@ -68,6 +68,32 @@ def block_maxima(
     return offsets, maxima
 
 
+def cell_maxima(
+    term_offsets: Sequence[int], rows: Sequence[int], weights: Sequence[int], n: int, shift: int,
+    min_df: int,
+) -> tuple[list[int], list[int]]:  # fmt: skip
+    """Per term of at least ``min_df`` postings, its largest weight in each run of ``2**shift`` rows.
+
+    Returns ``(cell_start, cell_max)``: term ``t``'s cells are
+    ``cell_max[cell_start[t]:cell_start[t] + n_cells]`` (0 where it has no
+    row), ``cell_start[t] = -1`` for a term without cells.
+    """
+    n_cells = (n + (1 << shift) - 1) >> shift
+    start, maxima = [], []
+    for t in range(len(term_offsets) - 1):
+        lo, hi = int(term_offsets[t]), int(term_offsets[t + 1])
+        if hi - lo < min_df:
+            start.append(-1)
+            continue
+        start.append(len(maxima))
+        cells = [0] * n_cells
+        for p in range(lo, hi):
+            c = int(rows[p]) >> shift
+            cells[c] = max(cells[c], int(weights[p]))
+        maxima.extend(cells)
+    return start, maxima
+
+
 def query_weights(
     docs: Sequence[Sequence[Hashable]], queries: Sequence[Sequence[Hashable]]
 ) -> list[float]:
