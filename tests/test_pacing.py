@@ -312,3 +312,19 @@ def test_probes_stay_within_what_the_teacher_answers_in_half_the_timeout():
     assert max(b * c for _, b, c in pacer.stats.history) * 0.004 <= 0.5, history
     assert max(len(s.texts) for s in server.seen) * 0.004 <= 0.5, history
     assert max(s.depth for s in server.seen) <= 1, history  # never a call queued behind two
+
+
+def test_a_teacher_slowed_past_the_estimate_is_waited_for_not_given_up(monkeypatch):
+    # After request 4 the teacher answers 40x slower (a loaded machine): calls time out
+    # against the pacer's estimate, far below the client's 30 s. Those timeouts do not use
+    # up the batch's retries (0 here): the texts go again with longer timeouts and finish.
+    from fastrag.embed import pacing
+
+    monkeypatch.setattr(pacing, "MIN_TIMEOUT", 0.2)
+    with SlowTeacher(per_text=0.001, overhead=0.005, slowdown=(4, 40.0)) as server:
+        teacher = _teacher(server, timeout=30.0)
+        pacer, got = _run(WORDS[:60], teacher, retries=0)  # before: gave up after 1 attempt
+        teacher.close()
+    assert got.shape == (60, 16)
+    assert pacer.stats.timeouts > 0  # the slowdown was hit, and waited out
+    assert "back-off" in pacer.stats.reasons()

@@ -40,7 +40,11 @@ machine neither stops the growth nor shrinks the batch:
    (``Retry-After``) or an exponential back-off, and the failed texts are
    sent again in batches of the new size. After a timeout the timeout's
    slack doubles and the texts that timed out are given time to finish
-   inside the teacher before anything is resent.
+   inside the teacher before anything is resent. A timeout shorter than
+   the client's own read timeout does not use up one of the batch's
+   ``retries`` (the estimate was short, as when a loaded machine slows
+   the teacher): only timeouts at the client's cap do, or more than
+   :data:`BUSY_RETRIES` of the short kind and 429 / 503 answers together.
 6. **Regrow**: after :data:`REGROW_AFTER` successful calls at a lowered
    batch, a doubled batch is probed, and kept (and doubled again, up to the
    size before the back-off) while the median latency per text holds
@@ -128,7 +132,8 @@ PROBE_AFTER = 16
 PROBE_MAX = 256
 """Most calls between two probes of one kind (the wait doubles after a probe that did not pay)."""
 BUSY_RETRIES = 10
-"""Times one batch may be answered 429 / 503 before the distillation gives up."""
+"""Times one batch may be answered 429 / 503, or time out short of the client's cap, before the
+distillation gives up."""
 _BACKOFF_CAP = 8.0
 
 
@@ -195,6 +200,8 @@ class _Call:
     in_flight: int
     seq: int
     """The call's number (from 0): calls numbered below a back-off's were already in flight."""
+    timeout: float = 0.0
+    """Its timeout: one below the client's cap says the estimate was short, not the teacher gone."""
 
 
 def _busy(exc: BaseException) -> bool:
@@ -667,7 +674,7 @@ class TeacherPacer:
                     timeout = self.timeout(hi - lo, flight)
                     call = _Call(lo, hi, attempts, busy, time.perf_counter(),
                                  self.expected(hi - lo, flight), flight,
-                                 self.stats.calls)  # fmt: skip
+                                 self.stats.calls, timeout)  # fmt: skip
                     pending[pool.submit(self._call, list(texts[lo:hi]), timeout)] = call
                     self.stats.calls += 1
                 if not pending:
@@ -687,8 +694,14 @@ class TeacherPacer:
                             self.stats.busy += 1
                         else:
                             self.stats.errors += 1
-                        attempts = call.attempts + (0 if busy else 1)
-                        busy_count = call.busy + (1 if busy else 0)
+                        # A timeout shorter than the client's own is the pacer's estimate
+                        # falling short (a teacher slowed by a loaded machine): the texts go
+                        # again with a longer timeout (the back-off doubles the slack), and
+                        # only timeouts at the client's cap, or too many, use up attempts.
+                        short = timed_out and call.timeout < 0.999 * self.timeout_cap
+                        free = busy or short
+                        attempts = call.attempts + (0 if free else 1)
+                        busy_count = call.busy + (1 if free else 0)
                         if attempts > self.retries or busy_count > BUSY_RETRIES:
                             tries = attempts + busy_count
                             raise EmbedderError(
