@@ -170,7 +170,7 @@ def test_ef_lock_never_mixes_efs_nor_readers_with_a_writer():
     assert not any(w.is_alive() for w in workers), "a thread never got the lock"
     assert not errors, errors[:5]
     assert state["writes"] > 0 and state["reads"] > 100  # both sides got in
-    assert not lock._inside and not lock._gate
+    assert not lock._readers and not lock._writer  # all left
 
 
 def test_a_question_embeds_with_the_gil_held_to_the_same_bits():
