@@ -216,6 +216,16 @@ def _print_tuning(report: dict[str, Any] | None) -> None:
     )
 
 
+def _add_tune(p: argparse.ArgumentParser) -> None:
+    """``--tune auto|on|off``: ``KnowledgeBase.build(tune=...)`` (index and eval)."""
+    p.add_argument(
+        "--tune", choices=tuple(_TUNE), default="auto",
+        help="choose the hybrid fusion from pseudo-questions of the corpus: auto (default: "
+        "200 documents or more, within 10 %% of the build's time, when no fusion is set), "
+        "on, or off (the embedder kind's fixed weights)",
+    )  # fmt: skip
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     """``fastrag tune``: choose the hybrid fusion from pseudo-questions and save it."""
     kb = _opened(args, KnowledgeBase.load(args.kb))
@@ -587,12 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
         "recall holds), or a vector store: faiss[:FACTORY], lancedb:/dir, qdrant:/dir, "
         "qdrant://host:6333, qdrant-edge:/dir, milvus:/file.db, milvus://host:19530",
     )
-    p.add_argument(
-        "--tune", choices=tuple(_TUNE), default="auto",
-        help="choose the hybrid fusion from pseudo-questions of the corpus: auto (default: "
-        "200 documents or more, within 10 %% of the build's time, when no fusion is set), "
-        "on, or off (the embedder kind's fixed weights)",
-    )  # fmt: skip
+    _add_tune(p)
     p.add_argument("--threads", type=int, default=None, help="Numba threads")
     p.add_argument(
         "--overwrite",
@@ -703,12 +708,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--document-weight", type=float, default=None, help="hybrid: document BM25 weight"
     )
-    p.add_argument(
-        "--tune", choices=tuple(_TUNE), default="auto",
-        help="choose the hybrid fusion from pseudo-questions of the corpus: auto (default: "
-        "200 documents or more, within 10 %% of the build's time, when no fusion is set), "
-        "on, or off (the embedder kind's fixed weights)",
-    )  # fmt: skip
+    _add_tune(p)
     p.set_defaults(func=cmd_eval)
 
     p = add("tune", "choose a knowledge base's hybrid fusion from pseudo-questions of its corpus")
