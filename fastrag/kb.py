@@ -62,6 +62,7 @@ from .retrieve.masks import eligible_rows
 from .retrieve.multimodal import MultimodalContext
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
+from .retrieve.tune import FusionChoice, check_tune, tune_at_build, tune_corpus
 from .store.ingest import BuildProgress
 from .store.rows import HIT_TABLE, hits_table
 from .store.snapshots import (
@@ -181,8 +182,7 @@ class KnowledgeBase:
         weights. ``stats()["fusion_tuning"]`` says what it chose or why it
         did not run.
         """
-        if tune not in (True, False, "auto"):
-            raise ConfigError(f"tune must be True, False or 'auto', got {tune!r}")
+        check_tune(tune)  # before any work
         t0 = time.perf_counter()
         onto = as_ontology(ontology)  # a bad ontology fails before any work
         chunker = Chunker(window=window, overlap=overlap, mode=chunking)
@@ -207,11 +207,13 @@ class KnowledgeBase:
 
     def _tune_at_build(self, tune: bool | str, build_seconds: float) -> None:
         """Apply :func:`~fastrag.retrieve.tune.tune_at_build` and keep its report."""
-        from .retrieve.tune import tune_at_build
-
         choice, report = tune_at_build(
             self._corpus, self._retriever, tune=tune, build_seconds=build_seconds
         )
+        self._apply_tuning(choice, report)
+
+    def _apply_tuning(self, choice: FusionChoice | None, report: dict[str, Any]) -> None:
+        """Make ``choice`` the retrieval settings unless it kept the default; keep ``report``."""
         cfg = self._settings.retrieval
         if choice is not None and not choice.kept_default:
             cfg = choice.config(cfg)
@@ -334,19 +336,10 @@ class KnowledgeBase:
         manifest by the next :meth:`save`); returns the
         :class:`~fastrag.retrieve.tune.FusionChoice`.
         """
-        from .retrieve.tune import tune_corpus
-
         choice = tune_corpus(self._corpus, self._retriever, queries=queries, seed=seed)
         if apply:
             with self._lock:
-                cfg = self._settings.retrieval
-                if not choice.kept_default:
-                    cfg = choice.config(cfg)
-                    self._retriever.config = cfg
-                report = {**choice.to_dict(), "applied": not choice.kept_default}
-                self._settings = dataclasses.replace(
-                    self._settings, retrieval=cfg, fusion_tuning=report
-                )
+                self._apply_tuning(choice, choice.report(applied=not choice.kept_default))
                 self._dirty = True
         return choice
 

@@ -230,7 +230,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """``fastrag tune``: choose the hybrid fusion from pseudo-questions and save it."""
     kb = _opened(args, KnowledgeBase.load(args.kb))
     choice = kb.tune_fusion(queries=args.queries, seed=args.seed, apply=not args.dry_run)
-    report = {**choice.to_dict(), "applied": not args.dry_run and not choice.kept_default}
+    report = choice.report(applied=not args.dry_run and not choice.kept_default)
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:

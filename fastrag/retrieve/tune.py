@@ -53,8 +53,8 @@ from ..text.sentences import split_sentences
 
 __all__ = [
     "BUILD_SHARE", "MARGIN", "MIN_DOCUMENTS", "MIN_QUERIES", "VECTOR_STEPS", "FusionChoice",
-    "Legs", "candidates", "collect_legs", "fuse_docs", "pseudo_queries", "tune_at_build",
-    "tune_corpus", "tune_fusion",
+    "Legs", "candidates", "check_tune", "collect_legs", "fuse_docs", "pseudo_queries",
+    "tune_at_build", "tune_corpus", "tune_fusion",
 ]  # fmt: skip
 
 VECTOR_STEPS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
@@ -124,6 +124,10 @@ class FusionChoice:
             keyword_weight=self.keyword_weight, document_weight=self.document_weight,
         )  # fmt: skip
         return RetrievalConfig.from_dict(data)
+
+    def report(self, *, applied: bool) -> dict[str, Any]:
+        """:meth:`to_dict` with ``applied``: whether the choice replaced the fusion in force."""
+        return {**self.to_dict(), "applied": applied}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the per-setting scores)."""
@@ -581,6 +585,12 @@ def _within(
     return Legs.concat(parts), questions[:done]
 
 
+def check_tune(tune: object) -> None:
+    """Raise :class:`ConfigError` unless ``tune`` is True, False or ``"auto"``."""
+    if tune not in (True, False, "auto"):
+        raise ConfigError(f"tune must be True, False or 'auto', got {tune!r}")
+
+
 def tune_at_build(
     corpus: Any, retriever: Any, *, tune: bool | str, build_seconds: float, seed: int = 0
 ) -> tuple[FusionChoice | None, dict[str, Any]]:
@@ -615,8 +625,7 @@ def tune_at_build(
         ``tune`` is not True, False or "auto"; or ``tune=True`` and the
         corpus cannot be tuned.
     """
-    if tune not in (True, False, "auto"):
-        raise ConfigError(f"tune must be True, False or 'auto', got {tune!r}")
+    check_tune(tune)
     if tune is False:
         return None, {"skipped": "fixed weights (tune=False)"}
     reason = None
@@ -651,4 +660,4 @@ def tune_at_build(
             "skipped": f"only {choice.queries} pseudo-questions could be made "
             f"(fewer than {MIN_QUERIES}; tune=True tunes anyway)"
         }
-    return choice, {**choice.to_dict(), "applied": not choice.kept_default}
+    return choice, choice.report(applied=not choice.kept_default)
