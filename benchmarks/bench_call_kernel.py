@@ -37,8 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _kbcache import cached_kb, questions  # noqa: E402
 
-from fastrag import KnowledgeBase  # noqa: E402
-from fastrag import _native  # noqa: E402
+from fastrag import KnowledgeBase, _native  # noqa: E402
 from fastrag.embed.base import query_vectors  # noqa: E402
 from fastrag.retrieve.fusion import fusion_plan  # noqa: E402
 
