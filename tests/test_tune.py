@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -216,5 +218,33 @@ def test_a_time_budget_runs_only_the_questions_it_affords():
     ample = tune_corpus(corpus, retriever, queries=30, seed=2, budget=1e6)
     assert ample.scores == free.scores and ample.queries == free.queries
     assert free.queries == len(DOCS) < MIN_QUERIES  # the corpus, not a budget, limits it
-    with pytest.raises(ConfigError, match=r"0\.00 s affords \d+ pseudo-questions"):
+    with pytest.raises(ConfigError, match=r"0\.00 s affords \d+ of \d+ pseudo-questions"):
         tune_corpus(corpus, retriever, queries=30, seed=2, budget=0.0)
+
+
+def test_a_budget_runs_every_question_or_none_so_a_tuning_does_not_depend_on_speed():
+    docs = [
+        {"id": f"d{i}", "text": f"Report {i} on topic {i % 7}. It covers item {i * 13 % 101} "
+                                f"and cost {i % 11}. Another sentence names part {i % 5}."}
+        for i in range(80)
+    ]  # fmt: skip
+    kb = KnowledgeBase.build(docs, window=80, overlap=10, tune=False)
+    corpus, retriever = kb._corpus, kb._retriever  # noqa: SLF001
+    free = tune_corpus(corpus, retriever, queries=40, seed=3)
+    assert free.queries == 40
+    # Budgets from ample down to none: each tuning that runs is the unbounded one.
+    ran = []
+    for budget in (1e6, 10.0, 1.0, 0.1, 0.01, 0.001, 0.0):
+        try:
+            bounded = tune_corpus(corpus, retriever, queries=40, seed=3, budget=budget)
+        except ConfigError as exc:
+            assert re.search(r"affords \d+ of 40 pseudo-questions", str(exc))
+            ran.append(False)
+            continue
+        ran.append(True)
+        assert bounded.queries == free.queries and bounded.scores == free.scores
+        assert bounded.report(applied=False) == {
+            **free.report(applied=False),
+            "seconds": bounded.report(applied=False)["seconds"],
+        }
+    assert ran[0] and not ran[-1]  # the ample budget ran, none did not

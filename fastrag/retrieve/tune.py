@@ -490,8 +490,9 @@ def tune_corpus(
         As for :func:`tune_fusion`.
     budget : float, optional
         Seconds the legs may take (after a first question, whose one-time
-        kernel loading is not counted): they run in growing batches, and
-        only as many as the budget affords.
+        kernel loading is not counted): priced on two small batches, then
+        all the questions run, or none when the budget does not afford them
+        all (so a tuning that runs is the same for a seed on any machine).
 
     Returns
     -------
@@ -501,7 +502,7 @@ def tune_corpus(
     ------
     ConfigError
         Fewer than 2 pseudo-questions could be made, or (with ``budget``)
-        the budget affords fewer than :data:`MIN_QUERIES` of them.
+        the budget does not afford them all.
     """
     from .fusion import embedder_kind, fusion_plan
 
@@ -541,16 +542,24 @@ def tune_corpus(
 def _within(
     corpus: Any, retriever: Any, questions: list[str], budget: float
 ) -> tuple[Legs, list[str]]:
-    """The legs of as many of ``questions`` as fit in ``budget`` seconds.
+    """The legs of all of ``questions`` when they fit in ``budget`` seconds, else none.
 
     One question first, outside the budget: it pays what a first call in
     this process costs (loading the search kernels, as a first question
     would), which says nothing of the price of the others. Then two priced
     batches (:data:`_PROBE` / 2 and :data:`_PROBE` questions) fit a call's
     time as ``fixed + each x questions`` (a call streams the whole store's
-    vectors once, whatever its questions), and one last call takes as many
-    of the rest as that predicts will fit; 0.8 of the budget goes to the
-    legs, the rest to the fusions.
+    vectors once, whatever its questions); when that predicts the rest fit
+    in 0.8 of the budget (the rest goes to the fusions), one last call takes
+    them all. All or none, so that a tuning that runs is the same for a
+    seed however fast the machine was: the time decides only whether it
+    runs (a choice made from however many questions fitted would change
+    with the machine's load).
+
+    Raises
+    ------
+    ConfigError
+        The budget does not afford every question.
     """
     parts = [collect_legs(corpus, retriever, questions[:1])]
     t0 = time.perf_counter()
@@ -571,18 +580,17 @@ def _within(
     elif times:
         each = times[0][1] / times[0][0]
     left = 0.8 * budget - (time.perf_counter() - t0)
-    more = 0
-    if each > 0 and left > fixed:
-        more = min(len(questions) - done, int((left - fixed) / each))
-    if more > 0:
-        parts.append(collect_legs(corpus, retriever, questions[done : done + more]))
-        done += more
-    if done < min(MIN_QUERIES, len(questions)):
+    rest = len(questions) - done
+    if rest > 0 and (not times or fixed + each * rest > left):
+        afford = int(max(0.0, left - fixed) / each) if each > 0 else 0
         raise ConfigError(
-            f"fusion tuning skipped: {budget:.2f} s affords {done} pseudo-questions "
-            f"({fixed * 1000:.1f} ms a call + {each * 1000:.1f} ms each), fewer than {MIN_QUERIES}"
+            f"fusion tuning skipped: {budget:.2f} s affords {done + min(afford, rest)} of "
+            f"{len(questions)} pseudo-questions ({fixed * 1000:.1f} ms a call + "
+            f"{each * 1000:.1f} ms each)"
         )
-    return Legs.concat(parts), questions[:done]
+    if rest > 0:
+        parts.append(collect_legs(corpus, retriever, questions[done:]))
+    return Legs.concat(parts), questions
 
 
 def check_tune(tune: object) -> None:
