@@ -211,7 +211,7 @@ def test_build_refuses_a_bad_tune_and_an_impossible_one():
         "fusion_tuning"]["skipped"]  # fmt: skip
 
 
-def test_a_time_budget_runs_only_the_questions_it_affords():
+def test_an_ample_time_budget_tunes_as_no_budget_and_none_refuses():
     kb = KnowledgeBase.build(DOCS, window=80, overlap=10, tune=False)
     corpus, retriever = kb._corpus, kb._retriever  # noqa: SLF001
     free = tune_corpus(corpus, retriever, queries=30, seed=2)
