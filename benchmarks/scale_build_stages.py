@@ -14,7 +14,8 @@ and the final flush. Nested stages are indented; a parent's seconds include
 its children's. Stages that run once per batch are summed. The wrappers cost
 microseconds per call (a few hundred calls in a million-chunk build).
 
-Prints seconds, share of the build and MB/s of UTF-8 chunk text.
+Prints seconds, share of the build and MB/s of UTF-8 chunk text (overlaps counted in every
+chunk: more bytes than the documents' text, which scale_build_load.py divides by).
 """
 
 from __future__ import annotations
