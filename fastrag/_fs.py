@@ -8,7 +8,9 @@ import fcntl
 import hashlib
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ __all__ = [
     "arrow_read_errors",
     "check_recorded",
     "atomic_write_bytes",
+    "deferred_sync",
     "file_lock",
     "fsync_dir",
     "fsync_file",
@@ -46,6 +49,78 @@ def fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_deferred = threading.local()
+"""``pending``: the open :func:`deferred_sync` block's descriptors and directories, or None."""
+
+
+class _Pending:
+    __slots__ = ("dirs", "fds")
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+        self.dirs: list[Path] = []
+
+
+@contextlib.contextmanager
+def deferred_sync() -> Iterator[None]:
+    """Flush the files written in the block once, at its end, instead of one by one.
+
+    Inside the block (on this thread), :class:`HashingFile` and so
+    :func:`write_arrow` do not fsync on close, nor the directory of a
+    renamed file: the file's descriptor is kept (duplicated) and its
+    directory noted, and leaving the block fsyncs every kept file, then
+    every noted directory, before it returns. The files written later then
+    go to the page cache while the disk still drains the earlier ones,
+    instead of waiting for each in turn. Nothing written in the block is
+    durable before the block ends; a snapshot is staged in one and renamed
+    into place after it. On an exception the descriptors are closed
+    unsynced. A nested block joins the outer one.
+
+    Raises
+    ------
+    OSError
+        An fsync failed (at the block's end).
+    """
+    if getattr(_deferred, "pending", None) is not None:
+        yield
+        return
+    pending = _Pending()
+    _deferred.pending = pending
+    done = False
+    try:
+        yield
+        done = True
+    finally:
+        _deferred.pending = None
+        try:
+            if done:
+                for fd in pending.fds:
+                    os.fsync(fd)
+                for d in dict.fromkeys(pending.dirs):
+                    fsync_dir(d)
+        finally:
+            for fd in pending.fds:
+                os.close(fd)
+
+
+def _sync_fd(fd: int) -> None:
+    """Fsync ``fd`` now, or keep a duplicate for the open :func:`deferred_sync` block."""
+    pending = getattr(_deferred, "pending", None)
+    if pending is None:
+        os.fsync(fd)
+    else:
+        pending.fds.append(os.dup(fd))
+
+
+def _sync_dir(path: Path) -> None:
+    """:func:`fsync_dir` now, or at the end of the open :func:`deferred_sync` block."""
+    pending = getattr(_deferred, "pending", None)
+    if pending is None:
+        fsync_dir(path)
+    else:
+        pending.dirs.append(path)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -73,25 +148,69 @@ def sha256_file(path: Path, *, block: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
+_HASH_AHEAD = 1 << 28
+"""Bytes a :class:`HashingFile`'s hashing thread may lag behind its writes (held, not copied)."""
+
+_HASH_THREAD_MIN = 1 << 20
+"""A write at least this large starts a :class:`HashingFile`'s hashing thread."""
+
+
 class HashingFile:
     """A write-only file that computes the SHA-256 of what passes through it.
 
     Closing it fsyncs the data, so a writer needs no second pass over the
     file to checksum or flush it. Wrap it in ``pyarrow.PythonFile`` to write
     Arrow IPC through it.
+
+    Large files are hashed on a second thread while the first writes
+    (``hashlib`` and the file write both release the GIL): the buffers
+    written are held, never copied, until hashed, at most
+    :data:`_HASH_AHEAD` bytes of them, and hashed in the order written, so
+    the digest is the one of the file's bytes. A caller must not change a
+    buffer after writing it (pyarrow's buffers are immutable).
     """
 
     def __init__(self, path: Path) -> None:
         self._fh = open(path, "wb")  # noqa: SIM115 - closed by close()
         self._hash = hashlib.sha256()
         self._size = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: deque[tuple[Future[None], int]] = deque()
+        self._lag = 0
 
     def write(self, data: bytes | memoryview) -> int:
         """Write ``data`` and add it to the checksum."""
         view = memoryview(data)
-        self._hash.update(view)
-        self._size += view.nbytes
-        return self._fh.write(view)
+        n = view.nbytes
+        if self._pool is None and n >= _HASH_THREAD_MIN:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="fastrag-sha256")
+        if self._pool is None:
+            self._hash.update(view)
+        else:  # one worker: updates run in the order submitted
+            self._pending.append((self._pool.submit(self._hash.update, view), n))
+            self._lag += n
+        self._size += n
+        written = self._fh.write(view)
+        while self._lag > _HASH_AHEAD:
+            self._settle_one()
+        return written
+
+    def _settle_one(self) -> None:
+        future, n = self._pending.popleft()
+        self._lag -= n
+        future.result()
+
+    def _settle(self) -> None:
+        """Wait until everything written is hashed; stop the hashing thread."""
+        try:
+            while self._pending:
+                self._settle_one()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+            self._pending.clear()
+            self._lag = 0
 
     def tell(self) -> int:
         """Bytes written so far."""
@@ -107,11 +226,17 @@ class HashingFile:
         return self._fh.closed
 
     def close(self) -> None:
-        """Flush, fsync and close (idempotent)."""
+        """Flush, fsync and close (idempotent); the checksum is complete after it.
+
+        In a :func:`deferred_sync` block the fsync waits for the block's end.
+        """
         if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+            try:
+                self._fh.flush()
+                _sync_fd(self._fh.fileno())
+            finally:
+                self._fh.close()
+                self._settle()
 
     @property
     def size(self) -> int:
@@ -119,7 +244,8 @@ class HashingFile:
         return self._size
 
     def hexdigest(self) -> str:
-        """SHA-256 of everything written."""
+        """SHA-256 of everything written (waits for the hashing thread)."""
+        self._settle()
         return self._hash.hexdigest()
 
 
@@ -151,7 +277,7 @@ def write_arrow(
             sink.close()  # fsyncs
         if atomic:
             os.replace(target, path)
-            fsync_dir(path.parent)
+            _sync_dir(path.parent)
     except OSError as exc:
         if atomic:
             with contextlib.suppress(OSError):
