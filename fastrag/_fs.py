@@ -24,7 +24,6 @@ __all__ = [
     "arrow_read_errors",
     "check_recorded",
     "atomic_write_bytes",
-    "deferred_sync",
     "file_lock",
     "fsync_dir",
     "fsync_file",
@@ -49,78 +48,6 @@ def fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-_deferred = threading.local()
-"""``pending``: the open :func:`deferred_sync` block's descriptors and directories, or None."""
-
-
-class _Pending:
-    __slots__ = ("dirs", "fds")
-
-    def __init__(self) -> None:
-        self.fds: list[int] = []
-        self.dirs: list[Path] = []
-
-
-@contextlib.contextmanager
-def deferred_sync() -> Iterator[None]:
-    """Flush the files written in the block once, at its end, instead of one by one.
-
-    Inside the block (on this thread), :class:`HashingFile` and so
-    :func:`write_arrow` do not fsync on close, nor the directory of a
-    renamed file: the file's descriptor is kept (duplicated) and its
-    directory noted, and leaving the block fsyncs every kept file, then
-    every noted directory, before it returns. The files written later then
-    go to the page cache while the disk still drains the earlier ones,
-    instead of waiting for each in turn. Nothing written in the block is
-    durable before the block ends; a snapshot is staged in one and renamed
-    into place after it. On an exception the descriptors are closed
-    unsynced. A nested block joins the outer one.
-
-    Raises
-    ------
-    OSError
-        An fsync failed (at the block's end).
-    """
-    if getattr(_deferred, "pending", None) is not None:
-        yield
-        return
-    pending = _Pending()
-    _deferred.pending = pending
-    done = False
-    try:
-        yield
-        done = True
-    finally:
-        _deferred.pending = None
-        try:
-            if done:
-                for fd in pending.fds:
-                    os.fsync(fd)
-                for d in dict.fromkeys(pending.dirs):
-                    fsync_dir(d)
-        finally:
-            for fd in pending.fds:
-                os.close(fd)
-
-
-def _sync_fd(fd: int) -> None:
-    """Fsync ``fd`` now, or keep a duplicate for the open :func:`deferred_sync` block."""
-    pending = getattr(_deferred, "pending", None)
-    if pending is None:
-        os.fsync(fd)
-    else:
-        pending.fds.append(os.dup(fd))
-
-
-def _sync_dir(path: Path) -> None:
-    """:func:`fsync_dir` now, or at the end of the open :func:`deferred_sync` block."""
-    pending = getattr(_deferred, "pending", None)
-    if pending is None:
-        fsync_dir(path)
-    else:
-        pending.dirs.append(path)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -226,14 +153,11 @@ class HashingFile:
         return self._fh.closed
 
     def close(self) -> None:
-        """Flush, fsync and close (idempotent); the checksum is complete after it.
-
-        In a :func:`deferred_sync` block the fsync waits for the block's end.
-        """
+        """Flush, fsync and close (idempotent); the checksum is complete after it."""
         if not self._fh.closed:
             try:
                 self._fh.flush()
-                _sync_fd(self._fh.fileno())
+                os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
                 self._settle()
@@ -277,7 +201,7 @@ def write_arrow(
             sink.close()  # fsyncs
         if atomic:
             os.replace(target, path)
-            _sync_dir(path.parent)
+            fsync_dir(path.parent)
     except OSError as exc:
         if atomic:
             with contextlib.suppress(OSError):

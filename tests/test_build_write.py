@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pytest
 
-from fastrag import KnowledgeBase, VocabularyEmbedder, _fs
-from fastrag._fs import HashingFile, deferred_sync, write_arrow
+from fastrag import _fs
+from fastrag._fs import HashingFile, write_arrow
 
 
 def naive_ipc_file(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> bytes:
@@ -72,62 +70,3 @@ def test_write_arrow_matches_a_plain_writer(tmp_path: Path, atomic: bool) -> Non
     assert data == want
     assert got == {"bytes": len(want), "sha256": hashlib.sha256(want).hexdigest()}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arrow", "ref.arrow"]  # no temp left
-
-
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def test_deferred_sync_flushes_at_the_end(tmp_path: Path) -> None:
-    schema, batches = _batches(rows=3000, dim=128, parts=2)
-    before = _open_fds()
-    with deferred_sync():
-        a = write_arrow(tmp_path / "a.arrow", schema, batches, what="test")
-        with deferred_sync():  # nested: joins the outer block
-            b = write_arrow(tmp_path / "b.arrow", schema, batches[:1], what="test", atomic=False)
-        assert _open_fds() == before + 2  # kept until the block ends
-    assert _open_fds() == before
-    for name, info, parts in (("a.arrow", a, batches), ("b.arrow", b, batches[:1])):
-        want = naive_ipc_file(tmp_path / f"ref-{name}", schema, parts)
-        assert (tmp_path / name).read_bytes() == want
-        assert info["sha256"] == hashlib.sha256(want).hexdigest()
-
-
-def test_deferred_sync_closes_on_error(tmp_path: Path) -> None:
-    schema, batches = _batches(rows=10, dim=4, parts=1)
-    before = _open_fds()
-    with pytest.raises(RuntimeError, match="stop"), deferred_sync():
-        write_arrow(tmp_path / "a.arrow", schema, batches, what="test")
-        raise RuntimeError("stop")
-    assert _open_fds() == before
-
-
-def test_saved_files_are_what_a_plain_writer_makes(tmp_path: Path) -> None:
-    # the on-disk format is unchanged: the same bytes as pyarrow's own writer of the same
-    # batches, the manifest's checksums those of the files, and the store loaded back equal
-    docs = [
-        {"id": f"d{i}", "text": f"Document {i} about annual leave 年假 and expense reports. " * 30}
-        for i in range(40)
-    ]
-    kb = KnowledgeBase.build(docs, embedder=VocabularyEmbedder(), tune=False)
-    kb.save(tmp_path / "kb")
-    manifest = orjson.loads((tmp_path / "kb" / "manifest.json").read_bytes())
-    (entry,) = manifest["snapshots"]
-    snap = tmp_path / "kb" / "snapshots" / entry["id"]
-    for name, info in entry["files"].items():
-        data = (snap / name).read_bytes()
-        assert info == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    store = kb._corpus.store
-    table = pa.Table.from_batches([s.batch for s in store.segments], schema=store.schema)
-    want = naive_ipc_file(tmp_path / "ref.arrow", store.schema, table.to_batches())
-    assert (snap / "chunks.arrow").read_bytes() == want
-    back = KnowledgeBase.load(tmp_path / "kb", verify=True)
-    (seg,) = back._corpus.store.segments
-    assert seg.batch.equals(store.segments[0].batch)
-    for old, new in (
-        (kb._corpus.keyword, back._corpus.keyword),
-        (kb._corpus.documents, back._corpus.documents),
-    ):
-        assert old is not None and new is not None
-        for x, y in zip(old._state, new._state, strict=True):
-            assert np.array_equal(x, y)

@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from .._fs import atomic_write_bytes, deferred_sync, file_lock, fsync_dir
+from .._fs import atomic_write_bytes, file_lock, fsync_dir
 from .._native import KERNEL_ABI
 from ..config import fault
 from ..errors import (
@@ -498,11 +498,9 @@ def _write_snapshot(
         tmp = snapshots_dir / f".tmp-{sid}-{os.getpid()}"
         tmp.mkdir()
         try:
-            # every file flushed once at the end, not each before the next is written
-            with deferred_sync():
-                files = store.write(tmp)
-                for name, write in extras.items():
-                    files[name] = write(tmp / name)
+            files = store.write(tmp)
+            for name, write in extras.items():
+                files[name] = write(tmp / name)
             fsync_dir(tmp)
             fault("snapshot-files-written")
             os.rename(tmp, snapshots_dir / sid)
