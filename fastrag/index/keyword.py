@@ -171,7 +171,7 @@ class BM25Index:
         self.k1 = _check_param("k1", k1, 0.0, 1000.0)
         self.b = _check_param("b", b, 0.0, 1.0)
         self._write_lock = threading.Lock()  # one add() at a time; searches never wait
-        self._cells_of: tuple[_Arrays, tuple[np.ndarray, np.ndarray]] | None = None
+        self._cells_of: tuple[_Arrays, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         self.upgraded = False
         """True when :meth:`load` read an older format (computing what it lacked):
         saving rewrites it in the current one."""
@@ -729,7 +729,7 @@ class BM25Index:
             block_size=BLOCK_SIZE, method=method, stats=True, cells=cells,
         )  # fmt: skip
 
-    def _cells(self, state: _Arrays) -> tuple[np.ndarray, np.ndarray] | None:
+    def _cells(self, state: _Arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The row cells of ``state``'s long terms (``_native.bm25.cell_maxima``), made once.
 
         Computed on the first pruned search of these arrays (one pass over the
