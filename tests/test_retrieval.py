@@ -382,7 +382,6 @@ def test_intent_word_check_gives_the_rules_intent(pieces, glue):
     assert _intent(text) == _intent_by_rules(text)
 
 
-
 def test_synonyms_reach_documents_that_use_another_word():
     kb = KnowledgeBase.build(
         [

@@ -94,7 +94,6 @@ def cell_maxima(
     return start, maxima
 
 
-
 def cell_positions(
     term_offsets: Sequence[int], rows: Sequence[int], n: int, shift: int, min_df: int
 ) -> list[int]:
