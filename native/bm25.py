@@ -1677,7 +1677,7 @@ def search(
     method: str = "auto",
     window: int = WINDOW,
     stats: bool = False,
-    cells: tuple[np.ndarray, np.ndarray] | None = None,
+    cells: tuple[np.ndarray, ...] | None = None,
     cell_shift: int = CELL_SHIFT,
 ) -> tuple[np.ndarray, ...]:
     """Best ``k`` rows of every query by BM25 score.
