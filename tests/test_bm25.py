@@ -412,6 +412,8 @@ def test_property_cells_equal_exhaustive_and_reference(
     cells = kernels.cell_maxima(s.term_offsets, s.rows, s.weights, index.n_rows, shift, min_df)
     want = naive.cell_maxima(s.term_offsets, s.rows, s.weights, index.n_rows, shift, min_df)
     assert cells[0].tolist() == want[0] and cells[1].tolist() == want[1]
+    pos = naive.cell_positions(s.term_offsets, s.rows, index.n_rows, shift, min_df)
+    assert cells[2].tolist() == pos
     mask = make_mask(mask_kind, len(docs), seed)
     opts = {"block_size": 3, "window": 16, "threads": min(threads, max_threads())}
     r1, s1, st1 = kernel_search(
@@ -421,9 +423,13 @@ def test_property_cells_equal_exhaustive_and_reference(
     assert np.array_equal(r1, r2)
     assert np.array_equal(s1, s2)  # bit for bit: the same fixed-point sums
     check(index, tok.token_strings(texts), queries, k, r2, s2, mask)
-    # without cells, or cells of another index (wrong size): the block-max kernel, same result
-    for other in (None, (cells[0][:-1], cells[1])):
-        r3, s3, _ = kernel_search(index, queries, k, mask, method="maxscore", cells=other, **opts)
+    # without cells, or cells of another index (wrong size): the block-max kernel, same
+    # result; without positions (computed for the call), or with none (binary searches)
+    no_pos = np.zeros(0, np.int32)
+    for other in (None, (cells[0][:-1], cells[1]), cells[:2], (cells[0], cells[1], no_pos)):
+        r3, s3, _ = kernel_search(
+            index, queries, k, mask, method="maxscore", cells=other, cell_shift=shift, **opts
+        )
         assert np.array_equal(r3, r2) and np.array_equal(s3, s2)
 
 

@@ -351,6 +351,37 @@ def test_rule_based_rewriter():
         QueryRewriter(synonyms={"退款": "退钱"})
 
 
+def _intent_by_rules(lowered: str) -> str:
+    """The intent rules alone (the regular expressions, no word check first): the reference."""
+    from fastrag.retrieve.rewrite import _ANALYTICAL, _PROCEDURAL
+
+    if _ANALYTICAL.search(lowered):
+        return "analytical"
+    if _PROCEDURAL.search(lowered):
+        return "procedural"
+    return "factual"
+
+
+_INTENT_PIECES = [
+    "why", "compare", "comparison", "difference", "differ", "impact", "analyse", "analyze",
+    "versus", "vs", "vs.", "pros", "cons", "how do", "how can", "how should", "how to", "how",
+    "step", "steps", "process", "procedure", "apply", "request", "submit", "为什么", "为何",
+    "比较", "区别", "差异", "影响", "分析", "优缺点", "原因", "怎么", "如何", "怎样", "流程",
+    "步骤", "申请", "办理", "手续", "leave", "days", "annual", "x", "1", "é", "请问", " ", ".",
+    "-", "_", "?",
+]  # fmt: skip
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.sampled_from(_INTENT_PIECES), max_size=8), st.lists(st.booleans(), max_size=8))
+def test_intent_word_check_gives_the_rules_intent(pieces, glue):
+    """The intent's quick word check never changes what the rules alone decide."""
+    from fastrag.retrieve.rewrite import _intent
+
+    text = "".join(p + (" " if i < len(glue) and glue[i] else "") for i, p in enumerate(pieces))
+    assert _intent(text) == _intent_by_rules(text)
+
+
 def test_synonyms_reach_documents_that_use_another_word():
     kb = KnowledgeBase.build(
         [

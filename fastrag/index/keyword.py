@@ -21,8 +21,9 @@ top ``k``, with the largest weight of every term and of every block of
 :data:`BLOCK_SIZE` postings stored with the index; a query with a term in
 at least one row of 32 in the whole index (the Zipfian head: "the", a
 product's name in every chunk) is bounded instead by the largest weight of
-its terms in every cell of 32 consecutive rows, computed on the first pruned
-search and kept beside the arrays. The results (rows and scores) are exactly
+its terms in every cell of 32 consecutive rows (and where each cell's
+postings start), computed with the arrays (build, add, compact; a loaded
+index on its first pruned search) and kept beside them. The results (rows and scores) are exactly
 those of scoring every posting (``search(..., method="exhaustive")``, the
 reference).
 
@@ -171,7 +172,7 @@ class BM25Index:
         self.k1 = _check_param("k1", k1, 0.0, 1000.0)
         self.b = _check_param("b", b, 0.0, 1.0)
         self._write_lock = threading.Lock()  # one add() at a time; searches never wait
-        self._cells_of: tuple[_Arrays, tuple[np.ndarray, np.ndarray]] | None = None
+        self._cells_of: tuple[_Arrays, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         self.upgraded = False
         """True when :meth:`load` read an older format (computing what it lacked):
         saving rewrites it in the current one."""
@@ -200,8 +201,15 @@ class BM25Index:
         max_weight: np.ndarray | None = None,
         block_offsets: np.ndarray | None = None,
         block_max: np.ndarray | None = None,
+        cells: bool = True,
     ) -> None:
-        """Install new arrays (computing idf, weights and their maxima unless given) in one swap."""
+        """Install new arrays (computing idf, weights and their maxima unless given) in one swap.
+
+        With ``cells`` the row cells of the long terms are made here too (a
+        pass over their postings, beside the passes that made the arrays), so
+        the first search does not pay for them; :meth:`load` leaves them to
+        the first search (a load maps the file, it reads no posting).
+        """
         n = int(doc_len.size)
         total = int(doc_len.sum(dtype=np.int64))
         avgdl = total / n if n else 0.0
@@ -225,6 +233,8 @@ class BM25Index:
         # one attribute holds everything a search reads: swapped atomically
         self._state = state
         self._avgdl = avgdl
+        if cells:
+            self._cells(state)
 
     @property
     def n_rows(self) -> int:
@@ -729,11 +739,12 @@ class BM25Index:
             block_size=BLOCK_SIZE, method=method, stats=True, cells=cells,
         )  # fmt: skip
 
-    def _cells(self, state: _Arrays) -> tuple[np.ndarray, np.ndarray] | None:
+    def _cells(self, state: _Arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The row cells of ``state``'s long terms (``_native.bm25.cell_maxima``), made once.
 
-        Computed on the first pruned search of these arrays (one pass over the
-        long terms' postings; none for an index that ``method="auto"`` scores
+        Computed when the arrays are made (build, add, compact) or, for a
+        loaded index, on its first pruned search (one pass over the long
+        terms' postings; none for an index that ``method="auto"`` scores
         exhaustively) and kept beside them: an index swapped by ``add`` or
         ``compact`` computes its own. Two searches racing here compute the
         same arrays; the last assignment wins.
@@ -877,7 +888,7 @@ class BM25Index:
             raise StoreCorruptedError(f"{path}: inconsistent array sizes or offsets: corrupt")
         if version == 1:
             # float32 impacts: the weights and their maxima are computed here
-            index._set(vocab, term_offsets, rows, tfs, doc_len)
+            index._set(vocab, term_offsets, rows, tfs, doc_len, cells=False)
             index.upgraded = True
             return index
         block_offsets, block_max = arrays[8:]
@@ -895,6 +906,7 @@ class BM25Index:
         index._set(
             vocab, term_offsets, rows, tfs, doc_len, weights=weights, idf=idf,
             max_weight=max_weight, block_offsets=block_offsets, block_max=block_max,
+            cells=False,
         )  # fmt: skip
         index.upgraded = block_max is None
         return index

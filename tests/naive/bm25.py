@@ -94,6 +94,26 @@ def cell_maxima(
     return start, maxima
 
 
+def cell_positions(
+    term_offsets: Sequence[int], rows: Sequence[int], n: int, shift: int, min_df: int
+) -> list[int]:
+    """Per term of at least ``min_df`` postings, where each cell of ``2**shift`` rows starts.
+
+    For cell ``c`` in ``0..n_cells`` (one past the last too): the count of the
+    term's postings whose row is below ``c << shift`` (rows increasing), the
+    terms one after the other, ``n_cells + 1`` entries each.
+    """
+    n_cells = (n + (1 << shift) - 1) >> shift
+    out: list[int] = []
+    for t in range(len(term_offsets) - 1):
+        lo, hi = int(term_offsets[t]), int(term_offsets[t + 1])
+        if hi - lo < min_df:
+            continue
+        term_rows = [int(r) for r in rows[lo:hi]]
+        out.extend(sum(1 for r in term_rows if r < c << shift) for c in range(n_cells + 1))
+    return out
+
+
 def query_weights(
     docs: Sequence[Sequence[Hashable]], queries: Sequence[Sequence[Hashable]]
 ) -> list[float]:
