@@ -389,7 +389,12 @@ class TeacherPacer:
             call = max(at_step, at_step + per_text * (batch - step))
             return call * max(flight, 1) * margin <= self.timeout_cap
         if step in self._samples:
-            return batch * self._median(step) * max(flight, 1) * margin <= self.timeout_cap
+            per_text = self._median(step)
+            if kept in self._samples and len(self._samples[step]) < WINDOW:
+                # One lucky call at the step must not send a call that times out: the size
+                # before costs at least as much per text on a teacher with a cost per call.
+                per_text = max(per_text, self._median(kept))
+            return batch * per_text * max(flight, 1) * margin <= self.timeout_cap
         return self.expected(batch, flight) * margin <= self.timeout_cap
 
     def _size(self, texts: int, per_text: float) -> None:
