@@ -329,3 +329,41 @@ def test_a_teacher_slowed_past_the_estimate_is_waited_for_not_given_up(monkeypat
     assert got.shape == (60, 16)
     assert pacer.stats.timeouts > 0  # the slowdown was hit, and waited out
     assert "back-off" in pacer.stats.reasons()
+
+
+# -- the margin under the timeout, read from the latency's spread ----------------------------
+def test_a_near_miss_lowers_the_batch_before_a_call_times_out():
+    # Request 10 stalls 3.4 s against a 4 s timeout: more than the timeout / MARGIN_MIN, but
+    # answered. The batch is halved at once (nothing failed, nothing resent), and a
+    # steady-state probe takes it back up later.
+    with SlowTeacher(**FAST, stall={10: 3.4}) as server:
+        teacher = _teacher(server, timeout=4.0)
+        pacer, vectors = _run(WORDS * 64, teacher, max_concurrency=1)
+        teacher.close()
+    history = _history(pacer)
+    h = pacer.stats.history
+    assert pacer.stats.failed_calls == 0 and server.failures() == [], history
+    assert pacer.stats.reasons().count("near miss") == 1, history
+    at = pacer.stats.reasons().index("near miss")
+    assert h[at][1] == h[at - 1][1] // 2, history  # halved once
+    assert "probe" in pacer.stats.reasons()[at:] and pacer.batch > h[at][1], history
+    assert sorted(server.asked()) == sorted(WORDS * 64)  # each text answered once
+    assert vectors.shape == (len(WORDS) * 64, 16)
+
+
+def test_a_noisy_teacher_gets_a_wider_margin_and_smaller_calls():
+    # Calls of 50 ms and more; with jitter (sigma 0.5) the measured spread widens the margin
+    # past the assumed one (2, half the timeout) and keeps calls smaller than on the steady
+    # teacher, with no failed call against a 3 s timeout.
+    margins, largest = {}, {}
+    for jitter in (0.0, 0.5):
+        with SlowTeacher(per_text=0.004, overhead=0.05, jitter=jitter, seed=3) as server:
+            teacher = _teacher(server, timeout=3.0)
+            pacer, _ = _run(WORDS * 10, teacher)
+            teacher.close()
+        history = _history(pacer)
+        assert pacer.stats.failed_calls == 0 and server.failures() == [], history
+        margins[jitter] = pacer.margin()
+        largest[jitter] = max(b * c for _, b, c in pacer.stats.history[-3:])
+    assert margins[0.5] > 2.0 and margins[0.5] > margins[0.0], margins
+    assert largest[0.5] <= largest[0.0], largest

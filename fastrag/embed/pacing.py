@@ -320,17 +320,40 @@ class TeacherPacer:
     def margin(self) -> float:
         """How many times a call's expected time must fit in the client's timeout.
 
-        ``exp(SPREAD_Z x sigma)``, at least :data:`MARGIN_MIN`, where sigma is the
-        pooled standard deviation of the log latency of the last
-        :data:`SPREAD_CALLS` calls around the mean of their setting (texts, calls in
-        flight), weighed with an assumed spread (:data:`PRIOR_SIGMA`, a margin of 2)
-        counted as :data:`PRIOR_DOF` deviations. A steady teacher lets calls near the
-        timeout (a margin of 1.25); a noisy one keeps them well within it.
+        ``exp(SPREAD_Z x sigma)``, at least :data:`MARGIN_MIN`. Sigma is the pooled
+        standard deviation of the log latency of the last :data:`SPREAD_CALLS` calls
+        around what they should have taken: for calls alone in flight, the line
+        through all of them (a cost per call plus a cost per text, fitted to relative
+        errors), so the sizing's calls of different sizes count from the start; for
+        calls with others in flight, the mean of their setting. It is weighed with an
+        assumed spread (:data:`PRIOR_SIGMA`, a margin of 2) counted as
+        :data:`PRIOR_DOF` deviations. A steady teacher lets calls near the timeout (a
+        margin of 1.25); a noisy one keeps them well within it.
         """
+        alone = [(t, math.exp(x)) for t, f, x in self._spread if f == 1]
         groups: dict[tuple[int, int], list[float]] = {}
         for texts, flight, log_latency in self._spread:
-            groups.setdefault((texts, flight), []).append(log_latency)
+            if flight > 1:
+                groups.setdefault((texts, flight), []).append(log_latency)
         squares, dof = 0.0, 0
+        if len(alone) >= 3 and len({t for t, _ in alone}) >= 2:
+            # Weighted least squares of latency = a + b x texts, weights 1 / latency^2.
+            w = [1.0 / (y * y) for _, y in alone]
+            sw = sum(w)
+            sx = sum(wi * t for wi, (t, _) in zip(w, alone, strict=True))
+            sy = sum(wi * y for wi, (_, y) in zip(w, alone, strict=True))
+            sxx = sum(wi * t * t for wi, (t, _) in zip(w, alone, strict=True))
+            sxy = sum(wi * t * y for wi, (t, y) in zip(w, alone, strict=True))
+            det = sw * sxx - sx * sx
+            if det > 0:
+                b = (sw * sxy - sx * sy) / det
+                a = (sy - b * sx) / sw
+                fitted = [(y, a + b * t) for t, y in alone]
+                if all(f > 0 for _, f in fitted):
+                    squares += sum(math.log(y / f) ** 2 for y, f in fitted)
+                    dof += len(alone) - 2
+        elif len(alone) >= 2:
+            groups[(alone[0][0], 1)] = [math.log(y) for t, y in alone if t == alone[0][0]]
         for logs in groups.values():
             if len(logs) >= 2:
                 mean = sum(logs) / len(logs)
@@ -370,8 +393,8 @@ class TeacherPacer:
         """
         if batch > MAX_BATCH:
             return False
-        if self._phase == "regrow" and batch <= self._regrow_to:
-            return True  # the teacher answered calls of this size before the back-off
+        if self._phase == "regrow" and batch > self._regrow_to:
+            return False  # no larger than before the back-off
         steady = self._phase in ("regrow", "probe")
         flight = self.concurrency if steady or self.fixed_concurrency else 1
         step, kept = self._step, self._kept
@@ -396,6 +419,13 @@ class TeacherPacer:
                 per_text = max(per_text, self._median(kept))
             return batch * per_text * max(flight, 1) * margin <= self.timeout_cap
         return self.expected(batch, flight) * margin <= self.timeout_cap
+
+    def _within(self, batch: int, per_text: float) -> bool:
+        """Whether calls of ``batch`` at ``per_text`` (x calls in flight) leave the margin."""
+        if self._once is None:
+            return True
+        flight = max(self.concurrency, 1)
+        return batch * per_text * flight * self.margin() <= self.timeout_cap
 
     def _size(self, texts: int, per_text: float) -> None:
         """One call of a batch-sizing step answered: grow, measure again or settle."""
@@ -432,6 +462,10 @@ class TeacherPacer:
                 self._kept, self._step = step, grow
                 self._samples = {step: self._samples[step]}
                 self._set("regrow" if regrow else "probe" if probe else "grow", batch=grow)
+            elif kept is not None and not self._within(step, cur):
+                # Measured, the step's calls leave less than the margin (the spread grew).
+                self.rate = 1.0 / ref if ref else self.rate
+                self._settle(kept)
             else:
                 self._settle(step)
             return
@@ -516,6 +550,17 @@ class TeacherPacer:
             self._since_back_off += 1  # a good call at the lowered batch
             if self._since_back_off >= REGROW_AFTER and self._start_regrow():
                 return
+        if (
+            self._phase == "steady"
+            and self.fixed_batch is None
+            and len(self._recent) == WINDOW
+            and self.batch > 1
+            and not self._within(self.batch, statistics.median(self._recent))
+        ):
+            # The spread measured since leaves this setting less than the margin: lower it
+            # before a call times out.
+            self._near_miss("margin")
+            return
         if (
             self._phase == "steady"
             and len(self._slow) == WINDOW
@@ -629,7 +674,7 @@ class TeacherPacer:
         self._set("regrow", batch=grow)
         return True
 
-    def _near_miss(self) -> None:
+    def _near_miss(self, reason: str = "near miss") -> None:
         """A call answered in more than the timeout / MARGIN_MIN: lower before one times out.
 
         One call fewer in flight, or at one in flight (or calls in flight fixed) half the
@@ -648,9 +693,9 @@ class TeacherPacer:
         self._regrow_to = 0
         if self.concurrency > 1 and self.fixed_concurrency is None:
             self._ceiling = self.concurrency - 1
-            self._set("near miss", concurrency=self.concurrency - 1)
+            self._set(reason, concurrency=self.concurrency - 1)
         else:
-            self._set("near miss", batch=self.batch // 2)
+            self._set(reason, batch=self.batch // 2)
         self._step = self.batch
 
     def _back_off(self, call: _Call, timed_out: bool) -> None:
