@@ -66,7 +66,7 @@ def path(stats) -> str:
     out: list[str] = []
     last = None
     for reason, batch, in_flight in stats.history:
-        named = ("back-off", "near miss", "regrow", "probe", "probe in flight")
+        named = ("back-off", "near miss", "margin", "regrow", "probe", "probe in flight")
         if (batch, in_flight) == last and reason not in named:
             continue
         last = (batch, in_flight)

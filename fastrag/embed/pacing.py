@@ -15,19 +15,33 @@ machine neither stops the growth nor shrinks the batch:
 2. **Batch size** doubles (quadruples while throughput nearly doubles with
    it) while the teacher's throughput (texts per second of one call at a
    time) rises and a call's expected time (along the line through the two
-   sizes measured: a cost per call plus a cost per text) stays within half
-   the call timeout. A step whose first call raises throughput by
+   sizes measured: a cost per call plus a cost per text) stays within the
+   client's timeout divided by the **margin** (:meth:`TeacherPacer.margin`:
+   ``exp(3 sigma)`` of the latency's measured spread, at least
+   :data:`MARGIN_MIN`; 2, half the timeout, before any spread is measured).
+   A steady teacher's calls may so come near the timeout, a noisy one's stay
+   well within it. A step whose first call raises throughput by
    :data:`GAIN` is taken at once; otherwise the step and the size before it
-   are measured until each has 3 calls, and the step is taken when its
-   median is the faster one, else the size before is kept.
+   are measured until each has 3 calls, and the step is taken unless its
+   median is :data:`GAIN` slower (a larger batch costs no more per text on
+   a teacher with a cost per call), else the size before is kept and a
+   larger batch probed again soon (:data:`PROBE_SOON`). A step measured
+   once is bounded by the size before's cost per text too (one lucky call
+   must not lead to a call that times out), and a step whose measured calls
+   leave less than the margin is not kept.
 3. **Calls in flight** then go to two, and grow by one while the throughput measured
    between completions rises by :data:`GAIN`, never beyond what the teacher
-   answers in half the timeout (``in flight x batch <= throughput x timeout
-   / 2``) nor :data:`MAX_CONCURRENCY` (nor the teacher client's own
-   ``max_concurrency``).
+   answers in the timeout over the margin (``in flight x batch x margin <=
+   throughput x timeout``) nor :data:`MAX_CONCURRENCY` (nor the teacher
+   client's own ``max_concurrency``).
 4. **Latency must hold**: when the median of the last 3 calls takes
    :data:`SLOW` times its expected time, one call is taken out of flight.
-   Slowness alone never lowers the batch size.
+   Slowness alone never lowers the batch size, short of a **near miss**: a
+   call answered in more than the timeout / :data:`MARGIN_MIN`, or a setting
+   whose median call (x calls in flight) no longer leaves the margin (the
+   spread grew), takes one call out of flight or, at one in flight, halves
+   the batch at once, before a call times out (nothing failed: nothing is
+   resent or waited for).
 5. **Back off** on a timeout, HTTP 429 or 503 (or a dropped connection),
    once per episode: the calls that were already in flight when the first
    one failed belong to the same episode, so a burst of failures lowers the
@@ -162,7 +176,8 @@ class PacerStats:
     (sizing the batch), ``"settle"`` (the batch chosen), ``"in flight"``
     (a concurrency step), ``"steady"``, ``"slow"`` (one call fewer in
     flight), ``"near miss"`` (a call that took nearly its timeout: one call
-    fewer in flight or half the batch), ``"back-off"`` (a timeout, 429 or
+    fewer in flight or half the batch), ``"margin"`` (the same, as the
+    setting's calls no longer leave the margin), ``"back-off"`` (a timeout, 429 or
     503), ``"regrow"`` (a larger
     batch probed after a back-off), ``"probe"`` (a doubled batch tried in
     steady state) and ``"probe in flight"`` (one more call in flight tried
@@ -383,7 +398,7 @@ class TeacherPacer:
         return statistics.median(self._samples[size])
 
     def _can_grow(self, batch: int) -> bool:
-        """Whether calls of ``batch`` texts stay within half the timeout at this concurrency.
+        """Whether calls of ``batch`` texts stay within the timeout / margin at this concurrency.
 
         With two sizes measured :data:`WINDOW` times each, a call's time is extrapolated
         along the line through their medians (a fixed cost per call plus a cost per
@@ -525,7 +540,7 @@ class TeacherPacer:
             # The first call also pays for the connection: its latency is no noise.
             self._spread.append((texts, call.in_flight, math.log(latency)))
             if latency * MARGIN_MIN > self.timeout_cap and call.seq >= self._episode:
-                self.rate = min(self.rate, single)
+                self.rate = min(self.rate or single, single)
                 self._near_miss()
                 return
         if self._phase == "batch":
@@ -613,9 +628,9 @@ class TeacherPacer:
         """In steady state, after enough good calls: try a doubled batch or one more in flight.
 
         The two kinds take turns; a kind is tried only within the pacer's
-        bounds (the batch: :data:`MAX_BATCH` and half the timeout at this
+        bounds (the batch: :data:`MAX_BATCH` and the timeout / margin at this
         concurrency; calls in flight: the hard ceiling and what the teacher
-        answers in half the timeout).
+        answers in the timeout / margin).
         """
         kinds = ["batch", "in flight"]
         if self._probe_next == "in flight":
