@@ -335,40 +335,17 @@ class TeacherPacer:
     def margin(self) -> float:
         """How many times a call's expected time must fit in the client's timeout.
 
-        ``exp(SPREAD_Z x sigma)``, at least :data:`MARGIN_MIN`. Sigma is the pooled
-        standard deviation of the log latency of the last :data:`SPREAD_CALLS` calls
-        around what they should have taken: for calls alone in flight, the line
-        through all of them (a cost per call plus a cost per text, fitted to relative
-        errors), so the sizing's calls of different sizes count from the start; for
-        calls with others in flight, the mean of their setting. It is weighed with an
-        assumed spread (:data:`PRIOR_SIGMA`, a margin of 2) counted as
-        :data:`PRIOR_DOF` deviations. A steady teacher lets calls near the timeout (a
-        margin of 1.25); a noisy one keeps them well within it.
+        ``exp(SPREAD_Z x sigma)``, at least :data:`MARGIN_MIN`, where sigma is the
+        pooled standard deviation of the log latency of the last
+        :data:`SPREAD_CALLS` calls around the mean of their setting (texts, calls in
+        flight), weighed with an assumed spread (:data:`PRIOR_SIGMA`, a margin of 2)
+        counted as :data:`PRIOR_DOF` deviations. A steady teacher lets calls near the
+        timeout (a margin of 1.25); a noisy one keeps them well within it.
         """
-        alone = [(t, math.exp(x)) for t, f, x in self._spread if f == 1]
         groups: dict[tuple[int, int], list[float]] = {}
         for texts, flight, log_latency in self._spread:
-            if flight > 1:
-                groups.setdefault((texts, flight), []).append(log_latency)
+            groups.setdefault((texts, flight), []).append(log_latency)
         squares, dof = 0.0, 0
-        if len(alone) >= 3 and len({t for t, _ in alone}) >= 2:
-            # Weighted least squares of latency = a + b x texts, weights 1 / latency^2.
-            w = [1.0 / (y * y) for _, y in alone]
-            sw = sum(w)
-            sx = sum(wi * t for wi, (t, _) in zip(w, alone, strict=True))
-            sy = sum(wi * y for wi, (_, y) in zip(w, alone, strict=True))
-            sxx = sum(wi * t * t for wi, (t, _) in zip(w, alone, strict=True))
-            sxy = sum(wi * t * y for wi, (t, y) in zip(w, alone, strict=True))
-            det = sw * sxx - sx * sx
-            if det > 0:
-                b = (sw * sxy - sx * sy) / det
-                a = (sy - b * sx) / sw
-                fitted = [(y, a + b * t) for t, y in alone]
-                if all(f > 0 for _, f in fitted):
-                    squares += sum(math.log(y / f) ** 2 for y, f in fitted)
-                    dof += len(alone) - 2
-        elif len(alone) >= 2:
-            groups[(alone[0][0], 1)] = [math.log(y) for t, y in alone if t == alone[0][0]]
         for logs in groups.values():
             if len(logs) >= 2:
                 mean = sum(logs) / len(logs)
@@ -597,7 +574,12 @@ class TeacherPacer:
         done = sum(t for _, t in self._window[1:])
         measured = done / span if span > 0 else single
         if self._phase == "concurrency":
-            if self._window_rate is not None and measured < self._window_rate * GAIN:
+            # A second call in flight is kept unless it lowered throughput (GAIN): it
+            # overlaps the client's work (sending, decoding) with the teacher's, which pays
+            # a few per cent on a teacher that answers one call at a time, below GAIN.
+            # Further calls must raise throughput by GAIN.
+            need_gain = 1.0 / GAIN if self.concurrency == 2 else GAIN
+            if self._window_rate is not None and measured < self._window_rate * need_gain:
                 # The step did not pay: back to one call fewer, and stay there (until a probe).
                 self._ceiling = self.concurrency - 1
                 self._phase = "steady"
