@@ -66,10 +66,11 @@ def path(stats) -> str:
     out: list[str] = []
     last = None
     for reason, batch, in_flight in stats.history:
-        if (batch, in_flight) == last and reason not in ("back-off", "regrow", "probe"):
+        named = ("back-off", "near miss", "margin", "regrow", "probe", "probe in flight")
+        if (batch, in_flight) == last and reason not in named:
             continue
         last = (batch, in_flight)
-        tag = f"{reason}:" if reason in ("back-off", "regrow", "probe", "probe in flight") else ""
+        tag = f"{reason}:" if reason in named else ""
         out.append(f"{tag}{batch}x{in_flight}")
     return " ".join(out)
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fastrag import OpenAIEmbedder, StaticEmbedder
+from fastrag.embed import pacing
 from fastrag.embed.distill import DistillProgress
 from fastrag.embed.pacing import TeacherPacer
 from fastrag.errors import EmbedderError, ModelTimeoutError, RateLimitError, RetryExhaustedError
@@ -300,17 +301,19 @@ def test_calls_in_flight_lowered_by_a_back_off_are_probed_back():
     assert sorted(server.asked()) == sorted(WORDS * 40)  # each text answered once
 
 
-def test_probes_stay_within_what_the_teacher_answers_in_half_the_timeout():
-    # 4 ms per text, a 1 s timeout: a call of more than ~125 texts (or two of 64 queued)
-    # would take more than half the timeout; no probe may go there, and nothing times out.
+def test_probes_stay_within_what_the_teacher_answers_in_the_timeout_with_a_margin():
+    # 4 ms per text, a 1 s timeout: a call of more than ~200 texts (or two of 128 queued)
+    # would leave less than the smallest margin (MARGIN_MIN); no probe may go there, and
+    # nothing times out.
     with SlowTeacher(per_text=0.004, overhead=0.01) as server:
         teacher = _teacher(server, timeout=1.0)
         pacer, _ = _run(WORDS * 20, teacher)
         teacher.close()
     history = _history(pacer)
     assert pacer.stats.failed_calls == 0 and server.failures() == [], history
-    assert max(b * c for _, b, c in pacer.stats.history) * 0.004 <= 0.5, history
-    assert max(len(s.texts) for s in server.seen) * 0.004 <= 0.5, history
+    bound = 1.0 / pacing.MARGIN_MIN
+    assert max(b * c for _, b, c in pacer.stats.history) * 0.004 <= bound, history
+    assert max(len(s.texts) for s in server.seen) * 0.004 <= bound, history
     assert max(s.depth for s in server.seen) <= 1, history  # never a call queued behind two
 
 
@@ -318,8 +321,6 @@ def test_a_teacher_slowed_past_the_estimate_is_waited_for_not_given_up(monkeypat
     # After request 4 the teacher answers 40x slower (a loaded machine): calls time out
     # against the pacer's estimate, far below the client's 30 s. Those timeouts do not use
     # up the batch's retries (0 here): the texts go again with longer timeouts and finish.
-    from fastrag.embed import pacing
-
     monkeypatch.setattr(pacing, "MIN_TIMEOUT", 0.2)
     with SlowTeacher(per_text=0.001, overhead=0.005, slowdown=(4, 40.0)) as server:
         teacher = _teacher(server, timeout=30.0)
@@ -328,3 +329,41 @@ def test_a_teacher_slowed_past_the_estimate_is_waited_for_not_given_up(monkeypat
     assert got.shape == (60, 16)
     assert pacer.stats.timeouts > 0  # the slowdown was hit, and waited out
     assert "back-off" in pacer.stats.reasons()
+
+
+# -- the margin under the timeout, read from the latency's spread ----------------------------
+def test_a_near_miss_lowers_the_batch_before_a_call_times_out():
+    # Request 10 stalls 3.4 s against a 4 s timeout: more than the timeout / MARGIN_MIN, but
+    # answered. The batch is halved at once (nothing failed, nothing resent), and a
+    # steady-state probe takes it back up later.
+    with SlowTeacher(**FAST, stall={10: 3.4}) as server:
+        teacher = _teacher(server, timeout=4.0)
+        pacer, vectors = _run(WORDS * 64, teacher, max_concurrency=1)
+        teacher.close()
+    history = _history(pacer)
+    h = pacer.stats.history
+    assert pacer.stats.failed_calls == 0 and server.failures() == [], history
+    assert pacer.stats.reasons().count("near miss") == 1, history
+    at = pacer.stats.reasons().index("near miss")
+    assert h[at][1] == h[at - 1][1] // 2, history  # halved once
+    assert "probe" in pacer.stats.reasons()[at:] and pacer.batch > h[at][1], history
+    assert sorted(server.asked()) == sorted(WORDS * 64)  # each text answered once
+    assert vectors.shape == (len(WORDS) * 64, 16)
+
+
+def test_a_noisy_teacher_gets_a_wider_margin_and_smaller_calls():
+    # Calls of 50 ms and more; with jitter (sigma 0.5) the measured spread widens the margin
+    # past the assumed one (2, half the timeout) and keeps calls smaller than on the steady
+    # teacher, with no failed call against a 3 s timeout.
+    margins, largest = {}, {}
+    for jitter in (0.0, 0.5):
+        with SlowTeacher(per_text=0.004, overhead=0.05, jitter=jitter, seed=3) as server:
+            teacher = _teacher(server, timeout=3.0)
+            pacer, _ = _run(WORDS * 10, teacher)
+            teacher.close()
+        history = _history(pacer)
+        assert pacer.stats.failed_calls == 0 and server.failures() == [], history
+        margins[jitter] = pacer.margin()
+        largest[jitter] = max(b * c for _, b, c in pacer.stats.history[-3:])
+    assert margins[0.5] > 2.0 and margins[0.5] > margins[0.0], margins
+    assert largest[0.5] <= largest[0.0], largest

@@ -15,19 +15,33 @@ machine neither stops the growth nor shrinks the batch:
 2. **Batch size** doubles (quadruples while throughput nearly doubles with
    it) while the teacher's throughput (texts per second of one call at a
    time) rises and a call's expected time (along the line through the two
-   sizes measured: a cost per call plus a cost per text) stays within half
-   the call timeout. A step whose first call raises throughput by
+   sizes measured: a cost per call plus a cost per text) stays within the
+   client's timeout divided by the **margin** (:meth:`TeacherPacer.margin`:
+   ``exp(3 sigma)`` of the latency's measured spread, at least
+   :data:`MARGIN_MIN`; 2, half the timeout, before any spread is measured).
+   A steady teacher's calls may so come near the timeout, a noisy one's stay
+   well within it. A step whose first call raises throughput by
    :data:`GAIN` is taken at once; otherwise the step and the size before it
-   are measured until each has 3 calls, and the step is taken when its
-   median is the faster one, else the size before is kept.
+   are measured until each has 3 calls, and the step is taken unless its
+   median is :data:`GAIN` slower (a larger batch costs no more per text on
+   a teacher with a cost per call), else the size before is kept and a
+   larger batch probed again soon (:data:`PROBE_SOON`). A step measured
+   once is bounded by the size before's cost per text too (one lucky call
+   must not lead to a call that times out), and a step whose measured calls
+   leave less than the margin is not kept.
 3. **Calls in flight** then go to two, and grow by one while the throughput measured
    between completions rises by :data:`GAIN`, never beyond what the teacher
-   answers in half the timeout (``in flight x batch <= throughput x timeout
-   / 2``) nor :data:`MAX_CONCURRENCY` (nor the teacher client's own
-   ``max_concurrency``).
+   answers in the timeout over the margin (``in flight x batch x margin <=
+   throughput x timeout``) nor :data:`MAX_CONCURRENCY` (nor the teacher
+   client's own ``max_concurrency``).
 4. **Latency must hold**: when the median of the last 3 calls takes
    :data:`SLOW` times its expected time, one call is taken out of flight.
-   Slowness alone never lowers the batch size.
+   Slowness alone never lowers the batch size, short of a **near miss**: a
+   call answered in more than the timeout / :data:`MARGIN_MIN`, or a setting
+   whose median call (x calls in flight) no longer leaves the margin (the
+   spread grew), takes one call out of flight or, at one in flight, halves
+   the batch at once, before a call times out (nothing failed: nothing is
+   resent or waited for).
 5. **Back off** on a timeout, HTTP 429 or 503 (or a dropped connection),
    once per episode: the calls that were already in flight when the first
    one failed belong to the same episode, so a burst of failures lowers the
@@ -80,6 +94,7 @@ own; :meth:`fastrag.OpenAIEmbedder.embed_once`).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections import deque
@@ -96,14 +111,17 @@ from .base import document_vectors, query_vectors
 __all__ = [
     "FIRST_BATCH",
     "GAIN",
+    "MARGIN_MIN",
     "MAX_BATCH",
     "MAX_CONCURRENCY",
     "MIN_TIMEOUT",
     "PROBE_AFTER",
     "PROBE_MAX",
+    "PROBE_SOON",
     "REGROW_AFTER",
     "SLACK",
     "SLOW",
+    "SPREAD_Z",
     "WINDOW",
     "PacerStats",
     "TeacherPacer",
@@ -129,8 +147,20 @@ REGROW_AFTER = 8
 """Successful calls at a lowered batch before a larger one is probed again."""
 PROBE_AFTER = 16
 """Successful calls at one steady setting before a larger one is probed."""
+PROBE_SOON = 4
+"""Steady calls before the first batch probe when the sizing turned a larger batch down."""
 PROBE_MAX = 256
 """Most calls between two probes of one kind (the wait doubles after a probe that did not pay)."""
+MARGIN_MIN = 1.25
+"""A call's expected time is kept within the timeout divided by at least this much."""
+SPREAD_Z = 3.0
+"""The margin covers this many standard deviations of the log latency of calls at one setting."""
+PRIOR_SIGMA = math.log(2.0) / SPREAD_Z
+"""The spread assumed before any is measured: a margin of 2, half the timeout."""
+PRIOR_DOF = 2
+"""How many measured deviations the assumed spread weighs as."""
+SPREAD_CALLS = 32
+"""Latest calls whose latency spread (within one setting) the margin reads."""
 BUSY_RETRIES = 10
 """Times one batch may be answered 429 / 503, or time out short of the client's cap, before the
 distillation gives up."""
@@ -145,7 +175,10 @@ class PacerStats:
     the pacer took, in order: ``"start"``, ``"grow"`` and ``"measure"``
     (sizing the batch), ``"settle"`` (the batch chosen), ``"in flight"``
     (a concurrency step), ``"steady"``, ``"slow"`` (one call fewer in
-    flight), ``"back-off"`` (a timeout, 429 or 503), ``"regrow"`` (a larger
+    flight), ``"near miss"`` (a call that took nearly its timeout: one call
+    fewer in flight or half the batch), ``"margin"`` (the same, as the
+    setting's calls no longer leave the margin), ``"back-off"`` (a timeout, 429 or
+    503), ``"regrow"`` (a larger
     batch probed after a back-off), ``"probe"`` (a doubled batch tried in
     steady state) and ``"probe in flight"`` (one more call in flight tried
     in steady state).
@@ -282,6 +315,8 @@ class TeacherPacer:
         self._probe_next = "batch"
         self._episode = 0  # calls numbered below this were in flight at the last back-off
         self._since_back_off = -1  # successful calls at the lowered batch (-1: none lowered)
+        # (texts, in flight, log latency) of the latest calls: the spread the margin covers.
+        self._spread: deque[tuple[int, int, float]] = deque(maxlen=SPREAD_CALLS)
         self.stats.history.append(("start", self.batch, self.concurrency))
 
     # -- the model of the teacher ---------------------------------------------------
@@ -297,11 +332,33 @@ class TeacherPacer:
             return self.timeout_cap
         return min(self.timeout_cap, MIN_TIMEOUT + self.slack * self.expected(texts, in_flight))
 
+    def margin(self) -> float:
+        """How many times a call's expected time must fit in the client's timeout.
+
+        ``exp(SPREAD_Z x sigma)``, at least :data:`MARGIN_MIN`, where sigma is the
+        pooled standard deviation of the log latency of the last
+        :data:`SPREAD_CALLS` calls around the mean of their setting (texts, calls in
+        flight), weighed with an assumed spread (:data:`PRIOR_SIGMA`, a margin of 2)
+        counted as :data:`PRIOR_DOF` deviations. A steady teacher lets calls near the
+        timeout (a margin of 1.25); a noisy one keeps them well within it.
+        """
+        groups: dict[tuple[int, int], list[float]] = {}
+        for texts, flight, log_latency in self._spread:
+            groups.setdefault((texts, flight), []).append(log_latency)
+        squares, dof = 0.0, 0
+        for logs in groups.values():
+            if len(logs) >= 2:
+                mean = sum(logs) / len(logs)
+                squares += sum((x - mean) ** 2 for x in logs)
+                dof += len(logs) - 1
+        var = (squares + PRIOR_DOF * PRIOR_SIGMA**2) / (dof + PRIOR_DOF)
+        return max(MARGIN_MIN, math.exp(SPREAD_Z * math.sqrt(var)))
+
     def _fits(self, batch: int, concurrency: int) -> bool:
-        """Whether ``concurrency`` calls of ``batch`` are answered within half the timeout."""
+        """Whether ``concurrency`` calls of ``batch`` are answered within the timeout / margin."""
         if self._once is None or self.rate is None:
             return True
-        return batch * concurrency <= self.rate * self.timeout_cap / 2
+        return batch * concurrency * self.margin() <= self.rate * self.timeout_cap
 
     def _set(self, reason: str, batch: int | None = None, concurrency: int | None = None) -> None:
         if batch is not None and self.fixed_batch is None:
@@ -318,7 +375,7 @@ class TeacherPacer:
         return statistics.median(self._samples[size])
 
     def _can_grow(self, batch: int) -> bool:
-        """Whether calls of ``batch`` texts stay within half the timeout at this concurrency.
+        """Whether calls of ``batch`` texts stay within the timeout / margin at this concurrency.
 
         With two sizes measured :data:`WINDOW` times each, a call's time is extrapolated
         along the line through their medians (a fixed cost per call plus a cost per
@@ -328,11 +385,12 @@ class TeacherPacer:
         """
         if batch > MAX_BATCH:
             return False
-        if self._phase == "regrow" and batch <= self._regrow_to:
-            return True  # the teacher answered calls of this size before the back-off
+        if self._phase == "regrow" and batch > self._regrow_to:
+            return False  # no larger than before the back-off
         steady = self._phase in ("regrow", "probe")
         flight = self.concurrency if steady or self.fixed_concurrency else 1
         step, kept = self._step, self._kept
+        margin = self.margin() if self._once is not None else 2.0
         full = (
             kept is not None
             and kept != step
@@ -344,10 +402,22 @@ class TeacherPacer:
             at_step, at_kept = step * self._median(step), kept * self._median(kept)
             per_text = max(0.0, (at_step - at_kept) / (step - kept))
             call = max(at_step, at_step + per_text * (batch - step))
-            return call * max(flight, 1) * 2 <= self.timeout_cap
+            return call * max(flight, 1) * margin <= self.timeout_cap
         if step in self._samples:
-            return batch * self._median(step) * max(flight, 1) * 2 <= self.timeout_cap
-        return self.expected(batch, flight) * 2 <= self.timeout_cap
+            per_text = self._median(step)
+            if kept in self._samples and len(self._samples[step]) < WINDOW:
+                # One lucky call at the step must not send a call that times out: the size
+                # before costs at least as much per text on a teacher with a cost per call.
+                per_text = max(per_text, self._median(kept))
+            return batch * per_text * max(flight, 1) * margin <= self.timeout_cap
+        return self.expected(batch, flight) * margin <= self.timeout_cap
+
+    def _within(self, batch: int, per_text: float) -> bool:
+        """Whether calls of ``batch`` at ``per_text`` (x calls in flight) leave the margin."""
+        if self._once is None:
+            return True
+        flight = max(self.concurrency, 1)
+        return batch * per_text * flight * self.margin() <= self.timeout_cap
 
     def _size(self, texts: int, per_text: float) -> None:
         """One call of a batch-sizing step answered: grow, measure again or settle."""
@@ -372,7 +442,7 @@ class TeacherPacer:
             kept is not None
             and min(len(self._samples[step]), len(self._samples.get(kept, ()))) >= WINDOW
         )
-        held = ref is not None and cur <= ref and full
+        held = ref is not None and cur <= ref * GAIN and full  # not clearly slower per text
         if ref is None or (cur <= ref * GAIN if lenient else cur * GAIN <= ref) or held:
             self.rate = 1.0 / cur
             leap = ref is not None and cur * 1.6 <= ref and not lenient
@@ -384,6 +454,10 @@ class TeacherPacer:
                 self._kept, self._step = step, grow
                 self._samples = {step: self._samples[step]}
                 self._set("regrow" if regrow else "probe" if probe else "grow", batch=grow)
+            elif kept is not None and not self._within(step, cur):
+                # Measured, the step's calls leave less than the margin (the spread grew).
+                self.rate = 1.0 / ref if ref else self.rate
+                self._settle(kept)
             else:
                 self._settle(step)
             return
@@ -395,6 +469,9 @@ class TeacherPacer:
         else:
             self.rate = 1.0 / self._median(kept)
             self._settle(kept)  # the step lowered throughput
+            if self.fixed_batch is None and not lenient:
+                # Medians of 3 noisy calls can mislead: try the larger batch again soon.
+                self._probe_wait["batch"] = PROBE_SOON
             return
         if self.batch != nxt:
             self._set("measure", batch=nxt)
@@ -436,6 +513,13 @@ class TeacherPacer:
         first = self.rate is None
         if first:
             self.rate = single
+        elif self._once is not None:
+            # The first call also pays for the connection: its latency is no noise.
+            self._spread.append((texts, call.in_flight, math.log(latency)))
+            if latency * MARGIN_MIN > self.timeout_cap and call.seq >= self._episode:
+                self.rate = min(self.rate or single, single)
+                self._near_miss()
+                return
         if self._phase == "batch":
             if first:
                 return  # the first call also pays for the connection: measure again
@@ -460,6 +544,17 @@ class TeacherPacer:
                 return
         if (
             self._phase == "steady"
+            and self.fixed_batch is None
+            and len(self._recent) == WINDOW
+            and self.batch > 1
+            and not self._within(self.batch, statistics.median(self._recent))
+        ):
+            # The spread measured since leaves this setting less than the margin: lower it
+            # before a call times out.
+            self._near_miss("margin")
+            return
+        if (
+            self._phase == "steady"
             and len(self._slow) == WINDOW
             and statistics.median(self._slow) > 1.0
         ):
@@ -479,7 +574,12 @@ class TeacherPacer:
         done = sum(t for _, t in self._window[1:])
         measured = done / span if span > 0 else single
         if self._phase == "concurrency":
-            if self._window_rate is not None and measured < self._window_rate * GAIN:
+            # A second call in flight is kept unless it lowered throughput (GAIN): it
+            # overlaps the client's work (sending, decoding) with the teacher's, which pays
+            # a few per cent on a teacher that answers one call at a time, below GAIN.
+            # Further calls must raise throughput by GAIN.
+            need_gain = 1.0 / GAIN if self.concurrency == 2 else GAIN
+            if self._window_rate is not None and measured < self._window_rate * need_gain:
                 # The step did not pay: back to one call fewer, and stay there (until a probe).
                 self._ceiling = self.concurrency - 1
                 self._phase = "steady"
@@ -510,9 +610,9 @@ class TeacherPacer:
         """In steady state, after enough good calls: try a doubled batch or one more in flight.
 
         The two kinds take turns; a kind is tried only within the pacer's
-        bounds (the batch: :data:`MAX_BATCH` and half the timeout at this
+        bounds (the batch: :data:`MAX_BATCH` and the timeout / margin at this
         concurrency; calls in flight: the hard ceiling and what the teacher
-        answers in half the timeout).
+        answers in the timeout / margin).
         """
         kinds = ["batch", "in flight"]
         if self._probe_next == "in flight":
@@ -570,6 +670,30 @@ class TeacherPacer:
         self._samples = {self.batch: deque(self._recent, maxlen=WINDOW)}
         self._set("regrow", batch=grow)
         return True
+
+    def _near_miss(self, reason: str = "near miss") -> None:
+        """A call answered in more than the timeout / MARGIN_MIN: lower before one times out.
+
+        One call fewer in flight, or at one in flight (or calls in flight fixed) half the
+        batch, at once and once per episode (the calls already in flight do not lower
+        again). Nothing failed, so nothing is resent or waited for; the batch is not
+        regrown after it (a steady-state probe may try it again, within the margin, which
+        the slow call widened).
+        """
+        self._episode = self.stats.calls
+        if self._probing is not None:
+            self._probe_done(paid=False)
+        self._phase = "steady"
+        self._samples = {}
+        self._kept = None
+        self._since_back_off = -1
+        self._regrow_to = 0
+        if self.concurrency > 1 and self.fixed_concurrency is None:
+            self._ceiling = self.concurrency - 1
+            self._set(reason, concurrency=self.concurrency - 1)
+        else:
+            self._set(reason, batch=self.batch // 2)
+        self._step = self.batch
 
     def _back_off(self, call: _Call, timed_out: bool) -> None:
         """A timeout, 429 or 503: lower the settings, once per episode of failures."""
