@@ -332,7 +332,7 @@ _gate: Admission | _Open = _from_env()
 
 
 def admission() -> Admission | _Open:
-    """The process's gate (``with admission():`` admits the calling thread)."""
+    """Return the process's gate (enter it with a with statement to be admitted)."""
     return _gate
 
 

@@ -28,6 +28,7 @@ from typing import Any, Literal, overload
 import numpy as np
 import pyarrow as pa
 
+from ._threads import OPEN, admission
 from .answer.generate import Generator
 from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
 from .answer.rows import rows_per_question, with_rows
@@ -37,7 +38,6 @@ from .corpus import build as corpora
 from .corpus.corpus import Corpus
 from .corpus.ontology import Ontology, as_ontology
 from .corpus.persist import Settings, describe, open_corpus, save_corpus
-from ._threads import OPEN, admission
 from .embed.base import Embedder, check_embedder, query_vectors
 from .embed.static import StaticEmbedder
 from .embed.vocabulary import VocabularyEmbedder
