@@ -627,6 +627,13 @@ class KnowledgeBase:
         first use, then kept open (the :data:`SNAPSHOT_CACHE` most recently
         used); an unknown one raises
         :class:`~fastrag.errors.SnapshotNotFoundError`.
+
+        Safe to call from many threads at once. A call that runs wholly in
+        this process (see :meth:`_gate`) first passes the process's admission
+        gate, :class:`fastrag._threads.Admission`: at most as many callers as
+        usable cores search at once, the others sleep until one leaves
+        (``FASTRAG_ADMISSION=off`` or :func:`fastrag._threads.set_admission`
+        to change it). Results do not depend on it.
         """
         opts, _ = parse_options(shorthand, retrieval, answers=False)
         question, k = self._question(question), check_k(k)
