@@ -36,6 +36,12 @@ process caps it near 1x, and then no retrieve() figure can reach 1.6x.
 
 ``--call-threads`` is passed as ``retrieve(threads=...)`` (default: not
 passed, i.e. the caller thread's Numba setting).
+
+``--admission off,auto`` measures each mode once per admission setting of
+the process's gate (:func:`fastrag._threads.set_admission`: ``auto`` = as
+many callers inside at once as usable cores, ``off``, or a count), rows
+labelled ``mode [setting]``, interleaved in every round; by default the
+library's setting (``FASTRAG_ADMISSION``, ``auto`` when unset).
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _kbcache import WORKDIR, build_info, cached_kb, questions  # noqa: E402
 
 from fastrag import KnowledgeBase, warmup  # noqa: E402
-from fastrag._threads import threading_layer  # noqa: E402
+from fastrag._threads import admission, set_admission, threading_layer  # noqa: E402
 
 
 def _key(hits) -> tuple:
@@ -142,6 +148,11 @@ def main() -> None:
         default=None,
         help="sys.setswitchinterval(seconds) before measuring (Python's default 0.005)",
     )
+    ap.add_argument(
+        "--admission",
+        default=None,
+        help="comma-separated gate settings to compare: auto, off or a count (default: as set)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write every round's figures here")
     args = ap.parse_args()
     counts = [int(x) for x in args.threads.split(",")]
@@ -168,15 +179,22 @@ def main() -> None:
     print(
         f"nproc {os.cpu_count()}, Numba threading layer {threading_layer()}, "
         f"retrieve(threads={args.call_threads}), k={args.k}, {args.calls} calls per run, "
-        f"{args.repeat} interleaved rounds, GIL switch interval {sys.getswitchinterval() * 1e3:g} ms"
+        f"{args.repeat} interleaved rounds, GIL switch interval {sys.getswitchinterval() * 1e3:g} ms, "
+        f"admission {admission()!r}"
     )
 
     pool = questions(kb, args.pool, seed=1)
     extra = {} if args.call_threads is None else {"threads": args.call_threads}
-    calls = {
-        m: (lambda m: lambda i: _key(kb.retrieve(pool[i], k=args.k, mode=m, **extra)))(m)
-        for m in modes
-    }
+    settings = [None] if args.admission is None else args.admission.split(",")
+    gates = {}  # label -> gate setting to apply before its runs
+    calls = {}
+    for m in modes:
+        call = (lambda m: lambda i: _key(kb.retrieve(pool[i], k=args.k, mode=m, **extra)))(m)
+        for a in settings:
+            label = m if a is None else f"{m} [{a}]"
+            calls[label] = call
+            if a is not None:
+                gates[label] = None if a == "off" else a if a == "auto" else int(a)
     if args.ceiling:
         # The GIL-free core of a vector retrieval, on the same graph and question
         # vectors: how far caller threads can scale on this machine right now.
@@ -185,18 +203,24 @@ def main() -> None:
         calls["raw hnswlib"] = lambda i: graph.knn_query(vecs[i : i + 1], args.k, 1)[0].tobytes()
     refs = {}
     for m, call in calls.items():
+        if m in gates:
+            set_admission(gates[m])
         refs[m] = [call(i) for i in range(len(pool))]
         # a second serial pass must agree with the first (determinism of the reference)
         assert [call(i) for i in range(100)] == refs[m][:100], (
             f"{m}: serial results are not deterministic"
         )
     for m, call in calls.items():  # untimed warm-up of the concurrent path
+        if m in gates:
+            set_admission(gates[m])
         run_once(call, refs[m], max(counts), min(args.calls, 500))
     modes = list(calls)
 
     rounds: dict[tuple[str, int], list[dict]] = {(m, n): [] for m in modes for n in counts}
     for r in range(args.repeat):
         for m in modes:
+            if m in gates:
+                set_admission(gates[m])
             for n in counts:
                 res = run_once(calls[m], refs[m], n, args.calls)
                 rounds[(m, n)].append(res)
@@ -234,6 +258,14 @@ def main() -> None:
                 f"{statistics.median(p99):.3f} [{min(p99):.3f}-{max(p99):.3f}] | {med / base:.2f}x | "
                 f"{statistics.median(x['cpu_us'] for x in rs):.0f} | "
                 f"{statistics.median(x['vcs'] for x in rs):.2f} |"
+            )
+    if 2 in counts and 16 in counts:
+        print()
+        for m in [m for m in modes if m != "raw hnswlib"]:
+            two = summary[(m, 2)]["qps"]
+            print(
+                f"{m}: 2/1 {two / summary[(m, counts[0])]['qps']:.2f}x, "
+                f"16/2 {summary[(m, 16)]['qps'] / two:.2f}"
             )
     if 1 in counts and 16 in counts:
         print()

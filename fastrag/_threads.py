@@ -9,11 +9,17 @@ asks Numba for a thread-safe layer (``NUMBA_THREADING_LAYER=threadsafe``:
 OpenMP or TBB) unless the user chose a layer; if only ``workqueue`` can be
 loaded, every parallel kernel call holds one process-wide lock instead, so
 concurrent callers are serialised rather than crashed.
+
+:class:`Admission` is the process's admission gate: at most as many caller
+threads as there are usable cores inside the GIL-heavy part of a call at
+once, the others asleep in the kernel (see its docstring).
 """
 
 from __future__ import annotations
 
+import _thread
 import ctypes
+import os
 import threading
 from typing import Any
 
@@ -24,6 +30,10 @@ from .errors import ConfigError
 
 __all__ = [
     "PARALLEL_MIN_WORK",
+    "Admission",
+    "admission",
+    "admitted",
+    "set_admission",
     "current_threads",
     "max_threads",
     "resolve_threads",
@@ -201,3 +211,162 @@ class threads:  # noqa: N801 - used as a context manager, like a function
             if self.guard is not None:
                 self.guard.release()
                 self.guard = None
+
+
+# -- the admission gate ---------------------------------------------------------------
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return max(1, os.cpu_count() or 1)
+
+
+class Admission:
+    """At most ``n`` caller threads inside at once; the others sleep in the kernel.
+
+    A retrieval holds the GIL for most of its Python and gives it up a few
+    times for its kernels. With many more caller threads than cores, each
+    give-up hands the GIL to one of a crowd of waiters, and the threads in
+    GIL-free kernels time-slice the cores with the one holding the GIL (and
+    with each other's caches): 16 callers on two cores did less than two.
+    Behind the gate the crowd waits on an OS lock, which sleeps without
+    the GIL and costs nothing while it waits, so the threads inside behave
+    as ``n`` callers do.
+
+    The gate is ``n`` lanes, each a plain ``_thread`` lock. Entering takes
+    the first free lane without blocking, or, when all are taken, blocks on
+    one of them (round robin) until its holder leaves: a lane is a mutex
+    whose holder always releases it (``__exit__``, also on an exception),
+    and a blocked ``acquire`` returns when it does, so no wake-up can be
+    lost and no count can drift (there is no count). Re-entrant per thread:
+    a call made inside an admitted call (an answer that retrieves, a
+    callback that retrieves) passes straight through, so a thread never
+    waits for a lane it holds. A forked child starts with fresh lanes.
+
+    Parameters
+    ----------
+    n : int
+        Lanes, ``>= 1``.
+    """
+
+    __slots__ = ("_lanes", "_next", "n")
+
+    def __init__(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"admission must be a positive int, got {n!r}")
+        self.n = n
+        self._lanes = tuple(_thread.allocate_lock() for _ in range(n))
+        self._next = 0
+
+    def __repr__(self) -> str:
+        return f"Admission({self.n})"
+
+    def __enter__(self) -> None:
+        depth = getattr(_local, "depth", 0)
+        if depth:  # already admitted in this thread (by this gate or an earlier one)
+            _local.depth = depth + 1
+            return
+        for lane in self._lanes:
+            if lane.acquire(False):
+                break
+        else:
+            i = self._next
+            self._next = (i + 1) % self.n  # a race here only picks another lane
+            lane = self._lanes[i % self.n]
+            lane.acquire()
+        _local.lane = lane
+        _local.depth = 1
+
+    def __exit__(self, *exc: object) -> None:
+        _leave()
+
+
+def _leave() -> None:
+    """Leave the gate: the outermost admitted call of the thread releases its lane."""
+    depth = getattr(_local, "depth", 0)
+    if depth > 1:
+        _local.depth = depth - 1
+    elif depth == 1:
+        lane = _local.lane
+        _local.lane = None
+        _local.depth = 0
+        lane.release()
+
+
+class _Open:
+    """The gate when admission is off: lets every caller in."""
+
+    __slots__ = ()
+    n = 0
+
+    def __enter__(self) -> None:
+        depth = getattr(_local, "depth", 0)
+        if depth:  # inside a gate that was on when the thread entered
+            _local.depth = depth + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _leave()
+
+
+OPEN = _Open()
+
+
+def _from_env() -> Admission | _Open:
+    raw = os.environ.get("FASTRAG_ADMISSION", "auto").strip().lower()
+    if raw in ("", "auto", "on"):
+        return Admission(usable_cores())
+    if raw in ("0", "off", "no", "false"):
+        return OPEN
+    try:
+        return Admission(int(raw))
+    except (ValueError, ConfigError):
+        raise ConfigError(
+            f"FASTRAG_ADMISSION must be auto, off or a positive int, got {raw!r}"
+        ) from None
+
+
+_gate: Admission | _Open = _from_env()
+
+
+def admission() -> Admission | _Open:
+    """Return the process's gate (enter it with a with statement to be admitted)."""
+    return _gate
+
+
+def set_admission(n: int | str | None) -> None:
+    """Set the gate: ``n`` threads at once, ``"auto"`` (usable cores) or ``None`` (off).
+
+    The default comes from ``FASTRAG_ADMISSION`` (``auto``, ``off`` or a
+    count; ``auto`` when unset). Threads inside the old gate leave it as
+    they entered it.
+    """
+    global _gate
+    if n is None:
+        _gate = OPEN
+    elif n == "auto":
+        _gate = Admission(usable_cores())
+    elif isinstance(n, str):
+        raise ConfigError(f"admission must be a positive int, 'auto' or None, got {n!r}")
+    else:
+        _gate = Admission(n)
+
+
+def admitted() -> bool:
+    """Whether the calling thread is inside the gate."""
+    return getattr(_local, "depth", 0) > 0
+
+
+def _after_fork() -> None:
+    # Lanes held by threads that do not exist in the child would block it for good.
+    global _gate
+    _local.lane = None
+    _local.depth = 0
+    if isinstance(_gate, Admission):
+        _gate = Admission(_gate.n)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -28,6 +28,7 @@ from typing import Any, Literal, overload
 import numpy as np
 import pyarrow as pa
 
+from ._threads import OPEN, admission
 from .answer.generate import Generator
 from .answer.pipeline import AnswerEvent, AnswerPipeline, Item
 from .answer.rows import rows_per_question, with_rows
@@ -38,6 +39,7 @@ from .corpus.corpus import Corpus
 from .corpus.ontology import Ontology, as_ontology
 from .corpus.persist import Settings, describe, open_corpus, save_corpus
 from .embed.base import Embedder, check_embedder, query_vectors
+from .embed.static import StaticEmbedder
 from .embed.vocabulary import VocabularyEmbedder
 from .errors import (
     ConfigError,
@@ -62,6 +64,7 @@ from .retrieve.masks import eligible_rows
 from .retrieve.multimodal import MultimodalContext
 from .retrieve.quality import verify_index
 from .retrieve.retriever import Retriever
+from .retrieve.rewrite import QueryRewriter
 from .retrieve.tune import FusionChoice, check_tune, tune_at_build, tune_corpus
 from .store.ingest import BuildProgress
 from .store.rows import HIT_TABLE, hits_table
@@ -113,6 +116,10 @@ def _hnsw_config(hnsw: HnswConfig | Mapping[str, Any] | None) -> HnswConfig:
 def _positive(name: str, value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ConfigError(f"{name} must be a positive int, got {value!r}")
+
+
+_LOCAL_EMBEDDERS = (VocabularyEmbedder, StaticEmbedder)
+"""Embedders whose questions are embedded by a kernel in this process (no model call)."""
 
 
 class KnowledgeBase:
@@ -620,13 +627,41 @@ class KnowledgeBase:
         first use, then kept open (the :data:`SNAPSHOT_CACHE` most recently
         used); an unknown one raises
         :class:`~fastrag.errors.SnapshotNotFoundError`.
+
+        Safe to call from many threads at once. A call that runs wholly in
+        this process (see :meth:`_gate`) first passes the process's admission
+        gate, :class:`fastrag._threads.Admission`: at most as many callers as
+        usable cores search at once, the others sleep until one leaves
+        (``FASTRAG_ADMISSION=off`` or :func:`fastrag._threads.set_admission`
+        to change it). Results do not depend on it.
         """
         opts, _ = parse_options(shorthand, retrieval, answers=False)
         question, k = self._question(question), check_k(k)
         corpus, _ = self._at(snapshot)
-        hits, _ = self._retriever.retrieve(corpus, [question], k, opts)
-        self._count(retrievals=1)
+        with self._gate(corpus, opts):
+            hits, _ = self._retriever.retrieve(corpus, [question], k, opts)
+            self._count(retrievals=1)
         return hits[0]
+
+    def _gate(self, corpus: Corpus, opts: RetrievalOptions) -> Any:
+        """The admission gate (:func:`fastrag._threads.admission`) of a call that stays in-process.
+
+        Only a retrieval whose every step runs here (the rule rewriter, a
+        kernel embedder or none, fastrag's own index, no reranker) waits at
+        the gate: one that may wait on a model or a store over the network
+        must not hold a lane meanwhile.
+        """
+        if opts.reranker is not None:
+            return OPEN
+        rewriter = self._retriever.rewriter
+        if opts.rewrite and rewriter is not None and type(rewriter) is not QueryRewriter:
+            return OPEN
+        mode = self._retriever.config.mode if opts.mode is None else opts.mode
+        if mode != "keyword" and (
+            type(corpus.embedder) not in _LOCAL_EMBEDDERS or isinstance(corpus.vectors, StoreIndex)
+        ):
+            return OPEN
+        return admission()
 
     @overload
     def retrieve_batch(
@@ -683,9 +718,11 @@ class KnowledgeBase:
         """Rewrite, retrieve and rerank ``questions`` for the answer stages (one block)."""
         timings: dict[str, float] = {}
         timer = StageTimer(timings, aopts.on_stage)
-        hits, ranked = self._retriever.retrieve(
-            corpus, questions, k, ropts, redact=aopts.redact, timer=timer
-        )
+        gate = self._gate(corpus, ropts) if aopts.on_stage is None else OPEN  # a hook is user code
+        with gate:
+            hits, ranked = self._retriever.retrieve(
+                corpus, questions, k, ropts, redact=aopts.redact, timer=timer
+            )
         share = {name: s / len(questions) for name, s in timings.items()}
         return [
             (q, h, r, dict(share)) for q, h, r in zip(questions, hits, ranked.queries, strict=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 from fastrag.datasets.synthetic import mixed_documents
 
-from fastrag import KnowledgeBase, VocabularyEmbedder
-from fastrag._threads import current_threads, threads
+from fastrag import KnowledgeBase, VocabularyEmbedder, _threads
+from fastrag._threads import Admission, admission, admitted, current_threads, set_admission, threads
+from fastrag.errors import ConfigError
 from fastrag.index.ef_lock import EfLock
 
 
@@ -191,3 +193,159 @@ def test_a_question_embeds_with_the_gil_held_to_the_same_bits():
     np.testing.assert_array_equal(held, parallel)
     for i, t in enumerate(texts):  # one question at a time (the held path) gives the batch's rows
         np.testing.assert_array_equal(emb.embed([t])[0], parallel[i])
+
+
+# -- the admission gate ---------------------------------------------------------------
+
+
+@pytest.fixture
+def gate_of():
+    """Set the process's gate for one test, then put the previous one back."""
+    before = admission()
+    yield lambda n: set_admission(n)
+    _threads._gate = before
+
+
+def test_the_gate_admits_at_most_n_and_every_caller_gets_in(gate_of):
+    gate_of(2)
+    gate = admission()
+    assert isinstance(gate, Admission) and gate.n == 2
+    inside, most, done = [0], [0], []
+    count = threading.Lock()  # the bookkeeping's own lock, not what is tested
+    barrier = threading.Barrier(12)
+
+    def caller(t):
+        barrier.wait()
+        for _ in range(200):
+            with admission():
+                with count:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                time.sleep(0 if t % 2 else 1e-5)  # the GIL given up inside: others come in
+                with count:
+                    inside[0] -= 1
+        done.append(t)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch often: a lane handed twice would show
+    try:
+        workers = [threading.Thread(target=caller, args=(t,)) for t in range(12)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=60)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(w.is_alive() for w in workers), "a caller never got in"
+    assert sorted(done) == list(range(12))
+    assert most[0] <= 2  # never more than n inside
+    assert not any(lane.locked() for lane in gate._lanes)  # every lane given back
+
+    # two lanes: a second caller gets in while the first stays; a third waits for one
+    first_in, second_in, third_in, leave = (threading.Event() for _ in range(4))
+
+    def stay(entered, out):
+        with admission():
+            entered.set()
+            out.wait(30)
+
+    held = [threading.Thread(target=stay, args=(e, leave)) for e in (first_in, second_in)]
+    for th in held:
+        th.start()
+    assert first_in.wait(30) and second_in.wait(30)
+    third = threading.Thread(target=stay, args=(third_in, leave))
+    third.start()
+    assert not third_in.wait(0.2)  # both lanes taken: the third sleeps
+    leave.set()  # the first two leave: the third gets a lane
+    assert third_in.wait(30)
+    for th in (*held, third):
+        th.join(timeout=60)
+
+
+def test_the_gate_is_reentrant_and_exception_safe(gate_of):
+    gate_of(1)
+    gate = admission()
+    with admission():
+        assert admitted()
+        with admission():  # a call inside an admitted call: no wait for its own lane
+            with admission():
+                assert admitted()
+        assert admitted() and gate._lanes[0].locked()
+    assert not admitted() and not gate._lanes[0].locked()
+    with pytest.raises(KeyError), admission():
+        raise KeyError("the lane is given back on an exception")
+    assert not gate._lanes[0].locked()
+    with admission():  # switched off while inside: the lane held is still given back
+        gate_of(None)
+        with admission():
+            pass
+    assert not gate._lanes[0].locked() and not admitted()
+    with admission():  # off: everyone in, nothing held
+        assert not admitted()
+
+
+def test_gate_settings(gate_of, monkeypatch):
+    gate_of("auto")
+    assert admission().n == _threads.usable_cores() >= 1
+    gate_of(None)
+    assert admission() is _threads.OPEN
+    for bad in (0, -1, True, 1.5, "two"):
+        with pytest.raises(ConfigError):
+            set_admission(bad)
+    monkeypatch.setenv("FASTRAG_ADMISSION", "3")
+    assert _threads._from_env().n == 3
+    monkeypatch.setenv("FASTRAG_ADMISSION", "off")
+    assert _threads._from_env() is _threads.OPEN
+    monkeypatch.setenv("FASTRAG_ADMISSION", "many")
+    with pytest.raises(ConfigError, match="FASTRAG_ADMISSION"):
+        _threads._from_env()
+
+
+@pytest.mark.parametrize("n", [1, 2, None])
+def test_threads_behind_the_gate_get_the_serial_results(loaded, gate_of, n):
+    kb, questions = loaded
+    gate_of(n)
+    modes = ["vector", "keyword", "hybrid"]
+    serial = {m: [_key(kb.retrieve(q, k=5, mode=m)) for q in questions[:20]] for m in modes}
+
+    def work(t):
+        got = []
+        for j in range(30):
+            m, i = modes[(t + j) % 3], (t * 7 + j) % 20
+            if j % 5 == 4:  # a retrieval inside an admitted block: passes straight through
+                with admission():
+                    got.append((m, i, _key(kb.retrieve(questions[i], k=5, mode=m))))
+            else:
+                got.append((m, i, _key(kb.retrieve(questions[i], k=5, mode=m))))
+        return got
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for got in pool.map(work, range(16)):
+            for m, i, hits in got:
+                assert hits == serial[m][i]
+    gate = admission()
+    assert not isinstance(gate, Admission) or not any(x.locked() for x in gate._lanes)
+
+
+def test_answers_behind_the_gate_never_wait_on_a_lane_held_for_them(loaded, gate_of):
+    kb, questions = loaded
+    gate_of(1)
+    seen = []
+
+    def generator(question, hits):
+        # generation runs outside the gate: a retrieval on another thread, waited for, gets in
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            more = pool.submit(kb.retrieve, question, 3).result(timeout=30)
+        seen.append((len(hits), len(more)))
+        return "see [1]"
+
+    def reranker(question, hits):  # a reranker may be user code: such calls skip the gate
+        assert not admitted()
+        return hits
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda q: kb.answer(q, k=3, generator=generator), questions[:8]))
+        reranked = list(pool.map(lambda q: kb.retrieve(q, k=3, reranker=reranker), questions[:8]))
+    assert len(answers) == len(seen) == 8 and all(more == 3 for _, more in seen)
+    assert all(len(h) == 3 for h in reranked)
+    assert not admission()._lanes[0].locked()
