@@ -678,7 +678,8 @@ def _prefetched(
     when that block is due; leaving early waits for the block in flight.
     """
     with ThreadPoolExecutor(1, thread_name_prefix="fastrag-retrieve") as pool:
-        ahead = pool.submit(contextvars.copy_context().run, block, *spans[0])
+        lo, hi = spans[0]
+        ahead = pool.submit(contextvars.copy_context().run, block, lo, hi)
         for lo, hi in spans[1:]:
             items = ahead.result()
             ahead = pool.submit(contextvars.copy_context().run, block, lo, hi)
