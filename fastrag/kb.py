@@ -852,9 +852,13 @@ class KnowledgeBase:
         questions; generation runs concurrently (``max_concurrency`` calls
         in flight, within ``requests_per_minute`` / ``tokens_per_minute``),
         overlapped with retrieval of the next block when a model client
-        answers. Identical questions are answered once. A question that
-        fails (empty, too long, a model error after retries) gets ``error``
-        filled and ``found`` False; the others are answered, in input order.
+        answers; with a local generator (the extractive one) and no rate
+        limits, a batch of more than 2,048 questions is answered in blocks
+        of 1,024, the next retrieved on a worker thread meanwhile
+        (:func:`fastrag.answer.pipeline.block_bounds`). Identical questions
+        are answered once. A question that fails (empty, too long, a model
+        error after retries) gets ``error`` filled and ``found`` False; the
+        others are answered, in input order.
         Returns a :class:`pyarrow.Table` (``output="table"``, see
         :data:`~fastrag.answer.table.ANSWER_BATCH_SCHEMA`) or, with
         ``output="answers"``, a list of :class:`~fastrag.Answer` (``None``

@@ -156,3 +156,34 @@ def test_batch_results_pair_each_answer_with_its_error(kb):
     assert [why for _, why in results] == table.column("error").to_pylist()
     with pytest.raises(ConfigError, match="'results'"):
         kb.answer_batch(qs, 3, output="rows")
+
+
+def test_a_batch_in_blocks_equals_one_answer_at_a_time(kb, monkeypatch):
+    """A local generator's batch of several blocks (retrieved one block ahead) = answer()."""
+    import fastrag.answer.pipeline
+
+    monkeypatch.setattr(fastrag.answer.pipeline, "LOCAL_BLOCK", 3)  # 19 questions: 7 blocks
+    questions = [f"{QUESTIONS[i % len(QUESTIONS)]} {i}" for i in range(18)] + [QUESTIONS[0]]
+    assert fastrag.answer.pipeline.block_bounds(19, None, None) == [0, 3, 6, 9, 12, 15, 18, 19]
+    for mode in ("hybrid", "vector", "keyword"):
+        batch = kb.answer_batch(questions, 4, mode=mode, output="answers")
+        for q, got in zip(questions, batch, strict=True):
+            _same(_comparable(got), _comparable(kb.answer(q, 4, mode=mode)))
+
+
+def test_a_failing_block_reports_its_error(kb, monkeypatch):
+    """Retrieval that raises in a block ahead is raised by answer_batch, as in one block."""
+    import fastrag.answer.pipeline
+
+    monkeypatch.setattr(fastrag.answer.pipeline, "LOCAL_BLOCK", 2)
+    calls = []
+
+    def retrieve(block):
+        calls.append(list(block))
+        if len(calls) == 3:
+            raise RuntimeError("retrieval failed")
+        return [(q, [], None, {}) for q in block]
+
+    with pytest.raises(RuntimeError, match="retrieval failed"):
+        kb._pipeline.answer_questions([f"q{i}" for i in range(7)], retrieve, str)
+    assert calls[:3] == [["q0", "q1"], ["q2", "q3"], ["q4", "q5"]]

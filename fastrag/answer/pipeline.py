@@ -33,8 +33,10 @@ sent, redacted.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -522,12 +524,26 @@ class AnswerPipeline:
             own = [extra[first[key]] for key in ordered[lo:hi]]
             return [(q, [*r, *h], x, t) for (q, h, x, t), r in zip(items, own, strict=True)]
 
-        blocks = (block(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False))
-        results = self.answer_many(
-            blocks, generator=generator, options=options, snapshot=snapshot,
-            max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
-            tokens_per_minute=tokens_per_minute,
-        )  # fmt: skip
+        spans = list(zip(bounds, bounds[1:], strict=False))
+        limited = requests_per_minute is not None or tokens_per_minute is not None
+        if (
+            len(spans) < 2
+            or limited
+            or streams(generator, _concurrency(generator, max_concurrency))
+        ):
+            blocks = (block(lo, hi) for lo, hi in spans)
+            results = self.answer_many(
+                blocks, generator=generator, options=options, snapshot=snapshot,
+                max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
+                tokens_per_minute=tokens_per_minute,
+            )  # fmt: skip
+        else:  # a local generator: retrieve the next block while this one is answered
+            results = []
+            for items in _prefetched(block, spans):
+                results += self.answer_many(
+                    [items], generator=generator, options=options, snapshot=snapshot,
+                    max_concurrency=max_concurrency,
+                )  # fmt: skip
         answers: list[Answer | None] = [None] * len(questions)
         for i, key in enumerate(keys):
             if errors[i] is None and key is not None:
@@ -620,16 +636,52 @@ class AnswerPipeline:
         yield AnswerEvent("answer", answer=answer)
 
 
+LOCAL_BLOCK = 1024
+"""Questions per block of a batch answered by a local generator (see :func:`block_bounds`)."""
+
+
+def _concurrency(generator: Any, max_concurrency: int | None) -> int:
+    return _default_concurrency(generator) if max_concurrency is None else max_concurrency
+
+
 def block_bounds(n: int, generator: Any, max_concurrency: int | None) -> list[int]:
     """Where to cut ``n`` questions into blocks for :meth:`AnswerPipeline.answer_many`.
 
     With a model client (async, concurrent) retrieval runs in blocks while
     the model answers the blocks before, so a batch takes about the longer
     of the two, not their sum; the first block is small, so the first calls
-    start at once. Otherwise one block.
+    start at once. With a local generator (the extractive one, a callable)
+    a batch of more than ``2 * LOCAL_BLOCK`` questions is cut into blocks of
+    ``LOCAL_BLOCK``: the next block is retrieved on a worker thread (the
+    kernels release the GIL) while this thread answers the one before, so
+    the answer stages' Python runs beside retrieval, not after it (see
+    :func:`_prefetched`). Otherwise one block.
     """
-    concurrency = _default_concurrency(generator) if max_concurrency is None else max_concurrency
-    if streams(generator, concurrency) and n > 2 * STREAM_BLOCK:
-        first = min(concurrency, STREAM_BLOCK)
-        return [0, *range(first, n, STREAM_BLOCK), n]
+    concurrency = _concurrency(generator, max_concurrency)
+    if streams(generator, concurrency):
+        if n > 2 * STREAM_BLOCK:
+            first = min(concurrency, STREAM_BLOCK)
+            return [0, *range(first, n, STREAM_BLOCK), n]
+    elif n > 2 * LOCAL_BLOCK:
+        return [*range(0, n, LOCAL_BLOCK), n]
     return [0, n] if n else [0]
+
+
+def _prefetched(
+    block: Callable[[int, int], Sequence[Item]], spans: Sequence[tuple[int, int]]
+) -> Iterator[Sequence[Item]]:
+    """``block(lo, hi)`` of every span in order, each computed on a worker thread ahead of use.
+
+    While the caller works on one block the next is being computed (one
+    worker, one block ahead; each in a copy of the caller's
+    :mod:`contextvars`). An exception raised computing a block is raised
+    when that block is due; leaving early waits for the block in flight.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="fastrag-retrieve") as pool:
+        lo, hi = spans[0]
+        ahead = pool.submit(contextvars.copy_context().run, block, lo, hi)
+        for lo, hi in spans[1:]:
+            items = ahead.result()
+            ahead = pool.submit(contextvars.copy_context().run, block, lo, hi)
+            yield items
+        yield ahead.result()

@@ -123,6 +123,10 @@ def _is_row(line: str, cells: list[tuple[int, int]]) -> bool:
     return len(cells) >= 2 and sum(bool(_CELL.match(line, s)) for s, _ in cells) >= 2
 
 
+_ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""The line boundaries of ``str.splitlines`` other than ``"\n"`` (no sentence ends there)."""
+
+
 def text_units(text: str) -> list[tuple[int, int, int]]:
     """The sentences and table-row cells of a text: ``(start, end, row)`` per unit.
 
@@ -143,6 +147,10 @@ def text_units(text: str) -> list[tuple[int, int, int]]:
         ``text[start:end]`` is the unit; ``row`` numbers the table rows of
         the text from 0 (the cells of one row share it), -1 for a sentence.
     """
+    if "|" not in text and _ODD_BREAKS.search(text) is None:
+        # No cell separator, so no table row, and lines end at "\n" only, where a sentence
+        # ends too: the sentences of the lines are those of the whole text (one pass).
+        return [(s, e, -1) for s, e in sentence_spans(text)]
     out: list[tuple[int, int, int]] = []
     row = 0
     pos = 0
