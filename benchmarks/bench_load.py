@@ -41,7 +41,7 @@ passed, i.e. the caller thread's Numba setting).
 the process's gate (:func:`fastrag._threads.set_admission`: ``auto`` = as
 many callers inside at once as usable cores, ``off``, or a count), rows
 labelled ``mode [setting]``, interleaved in every round; by default the
-library's setting (``FASTRAG_ADMISSION``, ``auto`` when unset).
+library's setting (``FASTRAG_ADMISSION``, ``off`` when unset).
 """
 
 from __future__ import annotations

@@ -345,6 +345,8 @@ def median_cells(runs: list[dict]) -> dict:
         ):
             continue
         middle = statistics.median(float("inf") if v is None else v for v in values)
+        if middle != float("inf") and all(isinstance(v, int) for v in values):
+            middle = round(middle)  # a count stays an int (the tables format it with "d")
         out[key] = None if middle == float("inf") else middle
     return out
 

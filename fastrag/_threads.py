@@ -315,10 +315,12 @@ OPEN = _Open()
 
 
 def _from_env() -> Admission | _Open:
-    raw = os.environ.get("FASTRAG_ADMISSION", "auto").strip().lower()
-    if raw in ("", "auto", "on"):
+    # Off unless asked for: on the quiet 2-core machine the gate did not raise 16 callers'
+    # throughput in any mode (BENCHMARKS.md, "Session 9 on the quiet machine").
+    raw = os.environ.get("FASTRAG_ADMISSION", "off").strip().lower()
+    if raw in ("auto", "on"):
         return Admission(usable_cores())
-    if raw in ("0", "off", "no", "false"):
+    if raw in ("", "0", "off", "no", "false"):
         return OPEN
     try:
         return Admission(int(raw))
@@ -340,7 +342,7 @@ def set_admission(n: int | str | None) -> None:
     """Set the gate: ``n`` threads at once, ``"auto"`` (usable cores) or ``None`` (off).
 
     The default comes from ``FASTRAG_ADMISSION`` (``auto``, ``off`` or a
-    count; ``auto`` when unset). Threads inside the old gate leave it as
+    count; ``off`` when unset). Threads inside the old gate leave it as
     they entered it.
     """
     global _gate

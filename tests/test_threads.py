@@ -292,6 +292,10 @@ def test_gate_settings(gate_of, monkeypatch):
     for bad in (0, -1, True, 1.5, "two"):
         with pytest.raises(ConfigError):
             set_admission(bad)
+    monkeypatch.delenv("FASTRAG_ADMISSION", raising=False)
+    assert _threads._from_env() is _threads.OPEN  # off unless asked for
+    monkeypatch.setenv("FASTRAG_ADMISSION", "auto")
+    assert _threads._from_env().n == _threads.usable_cores()
     monkeypatch.setenv("FASTRAG_ADMISSION", "3")
     assert _threads._from_env().n == 3
     monkeypatch.setenv("FASTRAG_ADMISSION", "off")
