@@ -628,12 +628,12 @@ class KnowledgeBase:
         used); an unknown one raises
         :class:`~fastrag.errors.SnapshotNotFoundError`.
 
-        Safe to call from many threads at once. A call that runs wholly in
-        this process (see :meth:`_gate`) first passes the process's admission
-        gate, :class:`fastrag._threads.Admission`: at most as many callers as
-        usable cores search at once, the others sleep until one leaves
-        (``FASTRAG_ADMISSION=off`` or :func:`fastrag._threads.set_admission`
-        to change it). Results do not depend on it.
+        Safe to call from many threads at once. With ``FASTRAG_ADMISSION=auto``
+        (or a count; :func:`fastrag._threads.set_admission`; off by default) a
+        call that runs wholly in this process (see :meth:`_gate`) first passes
+        the process's admission gate, :class:`fastrag._threads.Admission`: at
+        most that many callers search at once, the others sleep until one
+        leaves. Results do not depend on it.
         """
         opts, _ = parse_options(shorthand, retrieval, answers=False)
         question, k = self._question(question), check_k(k)
@@ -649,9 +649,10 @@ class KnowledgeBase:
         Only a retrieval whose every step runs here (the rule rewriter, a
         kernel embedder or none, fastrag's own index, no reranker) waits at
         the gate: one that may wait on a model or a store over the network
-        must not hold a lane meanwhile.
+        must not hold a lane meanwhile. With the gate off (the default) nothing is checked.
         """
-        if opts.reranker is not None:
+        gate = admission()
+        if gate is OPEN or opts.reranker is not None:
             return OPEN
         rewriter = self._retriever.rewriter
         if opts.rewrite and rewriter is not None and type(rewriter) is not QueryRewriter:
@@ -661,7 +662,7 @@ class KnowledgeBase:
             type(corpus.embedder) not in _LOCAL_EMBEDDERS or isinstance(corpus.vectors, StoreIndex)
         ):
             return OPEN
-        return admission()
+        return gate
 
     @overload
     def retrieve_batch(
