@@ -15,6 +15,7 @@ and reused; ``build_seconds`` is recorded in ``kb-hnsw-<chunks>.json`` next to i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -24,7 +25,9 @@ from fastrag.datasets.synthetic import mixed_documents
 
 from fastrag import KnowledgeBase, VocabularyEmbedder
 
-WORKDIR = Path("/tmp/fastrag-issue7")
+WORKDIR = Path(os.environ.get("FASTRAG_BENCH_CACHE", "/tmp/fastrag-issue7"))
+"""Where the cached knowledge bases live (``FASTRAG_BENCH_CACHE`` moves them: one folder per
+checkout when two versions are compared side by side)."""
 SEED = 7
 
 
