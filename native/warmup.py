@@ -22,7 +22,18 @@ from types import ModuleType
 
 import numba
 
-from . import bm25, chunking, embedding, fusion, hnsw, static, structure, tokenize, topk
+from . import (
+    bm25,
+    chunking,
+    embedding,
+    fusion,
+    hnsw,
+    quantised,
+    static,
+    structure,
+    tokenize,
+    topk,
+)
 from ._jit import CACHE
 
 __all__ = ["compile_all", "start_query_compile"]
@@ -39,7 +50,7 @@ _JOBS: tuple[tuple[tuple[ModuleType, ...], object], ...] = (
     ((bm25,), bm25._search_parallel),  # 34
     ((tokenize, static), static._csr_matmul_pass),  # 15 + 11
     ((hnsw,), hnsw._search_parallel),  # 7
-    ((topk,), topk.merge_topk),  # 11
+    ((topk, quantised), topk.merge_topk),  # 11 (+ the int8 pre-scan's three)
     ((fusion,), fusion.rrf_fuse),  # 6
     ((embedding,), embedding.embed_counts),  # 2.5
 )

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from .._native import quantised as _quantised
+from .._native import readonly
 from .._native import topk as _topk
 from .._threads import max_threads
 from .._threads import threads as _threads
@@ -84,6 +87,23 @@ _BLAS_QUERY_CHUNK = 2048
 
 _BLAS_MIN_COLS = 256
 """The BLAS path scores at least this many corpus rows per sgemm."""
+
+QUANTISED_MIN_ROWS: int = 4096
+"""Blocks of at least this many rows answer single questions through their int8 copy.
+
+(:mod:`fastrag._native.quantised`: a quarter of the bytes read, then the float32
+scan of the rows that can still be in the top ``k``: the same ids and scores.)
+Smaller blocks sit in the cache anyway. ``FASTRAG_EXACT_QUANTISED=0`` turns it
+off (the copy costs a quarter of the vectors' memory, plus 8 bytes a row).
+"""
+
+QUANTISED: bool = os.environ.get("FASTRAG_EXACT_QUANTISED", "1").strip().lower() not in {
+    "0", "false", "no", "off",
+}  # fmt: skip
+"""Whether :class:`ExactIndex` keeps int8 copies of its large blocks (read once, at import)."""
+
+_QUANTISED_MAX_SHARE = 8
+"""The pre-scan gives up (the float32 scan runs) past ``rows / this`` candidates."""
 
 _controller_lock = threading.Lock()
 _controller: Any = None  # threadpoolctl.ThreadpoolController, False if unavailable
@@ -452,8 +472,21 @@ class ExactIndex:
 
     kind = "exact"
 
-    def __init__(self, blocks: list[np.ndarray], dim: int, alive: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        blocks: list[np.ndarray],
+        dim: int,
+        alive: np.ndarray | None = None,
+        *,
+        quantised_min_rows: int | None = None,
+    ) -> None:
         self._blocks = [_check_corpus(b) for b in blocks]
+        # int8 copies of the large blocks, made on their first single-question search
+        # (None: not yet; False: the block is too small or the copy is off)
+        least = QUANTISED_MIN_ROWS if quantised_min_rows is None else quantised_min_rows
+        self._quantised_min = least if QUANTISED else None
+        self._codes: list[Any] = [None] * len(self._blocks)
+        self._codes_lock = threading.Lock()
         sizes = [b.shape[0] for b in self._blocks]
         self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
         self.dim = dim
@@ -497,7 +530,10 @@ class ExactIndex:
             sub = None if eligible is None else eligible[lo:hi]
             if hi == lo or (sub is not None and not sub.any()):
                 continue
-            ids, scores = _search(q, block, sub, min(kk, hi - lo), threads)
+            got = self._quantised_search(b, q, sub, min(kk, hi - lo), threads) if m == 1 else None
+            ids, scores = (
+                got if got is not None else _search(q, block, sub, min(kk, hi - lo), threads)
+            )
             parts_ids.append(ids + lo)
             parts_scores.append(scores)
         if not parts_ids:
@@ -508,3 +544,66 @@ class ExactIndex:
         scores = np.ascontiguousarray(np.concatenate(parts_scores, axis=1))
         with _threads(threads, work=ids.size * 12):
             return _topk.merge_topk(ids, scores, min(kk, ids.shape[1]))
+
+    def _block_codes(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Block ``b``'s int8 copy ``(codes, scales, err)``, made on first use; None if none."""
+        got = self._codes[b]
+        if got is None:
+            with self._codes_lock:  # one thread makes it; the others wait and use it
+                got = self._codes[b]
+                if got is None:
+                    block = self._blocks[b]
+                    least = self._quantised_min
+                    if least is None or block.shape[0] < max(least, 1) or block.shape[1] == 0:
+                        got = False
+                    else:
+                        n, d = block.shape
+                        codes = np.empty((n, d), dtype=np.int8)
+                        scales = np.empty(n, dtype=np.float32)
+                        err = np.empty(n, dtype=np.float32)
+                        _quantised.quantise_rows(block, _quantised.tolerance(d), codes, scales, err)
+                        got = (readonly(codes), readonly(scales), readonly(err))
+                    self._codes[b] = got
+        return got if got is not False else None
+
+    def _quantised_search(
+        self, b: int, q: np.ndarray, mask: np.ndarray | None, kk: int, threads: int | None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """One question's exact top-``kk`` of block ``b`` through its int8 copy; None: scan instead.
+
+        The same ids and scores as :func:`_search` (see :mod:`fastrag._native.quantised`
+        for why); None when the block has no copy, no row is eligible or too many rows
+        could still be in the top ``kk`` for the pre-scan to pay.
+        """
+        codes = self._block_codes(b)
+        if codes is None:
+            return None
+        block = self._blocks[b]
+        n = block.shape[0]
+        msk = np.zeros(0, dtype=np.bool_) if mask is None else np.ascontiguousarray(mask)
+        if mask is not None and not msk.flags.writeable:
+            msk = msk.copy()
+        eligible = n if mask is None else int(np.count_nonzero(msk))
+        kk = min(kk, eligible)
+        if kk == 0:
+            return None
+        query = readonly(np.ascontiguousarray(q[0]))
+        qnorm = float(np.sqrt(np.dot(query.astype(np.float64), query.astype(np.float64))))
+        qnorm = qnorm * (1.0 + 1e-6) + 1e-30
+        approx = np.empty(n, dtype=np.float32)
+        with _threads(threads, work=n * block.shape[1]) as nthreads:
+            nblocks = max(1, min(nthreads * _SCAN_BLOCKS_PER_THREAD, n // _SCAN_MIN_ROWS))
+            lowers = np.empty((nblocks, kk), dtype=np.float64)
+            _quantised.approx_scan(query, *codes, qnorm, msk, nblocks, approx, lowers)
+        flat = lowers.ravel()
+        tau = float(np.partition(flat, flat.size - kk)[flat.size - kk])
+        if tau == -np.inf:
+            return None  # fewer than kk eligible rows in the blocks' lists: cannot happen
+        rows = np.empty(max(kk, n // _QUANTISED_MAX_SHARE), dtype=np.int64)
+        count = _quantised.collect(approx, codes[2], qnorm, tau, rows)
+        if count > rows.size:
+            return None
+        rows = rows[:count]
+        gathered = readonly(np.ascontiguousarray(block[rows]))
+        ids, scores = _search(q, gathered, None, min(kk, count), 1)
+        return rows[ids], scores

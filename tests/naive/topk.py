@@ -55,3 +55,19 @@ def merge_topk(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray,
         out_ids[q, : order.size] = cand_ids[order]
         out_scores[q, : order.size] = cand_scores[order]
     return out_ids, out_scores
+
+
+def quantise_rows(corpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Twin of ``quantised.quantise_rows``: per-row scale ``max|x| / 127``, int8 codes, residual norm.
+
+    The third array is the exact residual ``||x - s c||_2`` (float64): the kernel's error
+    bound must be at least this.
+    """
+    x = np.asarray(corpus, dtype=np.float64)
+    top = np.abs(x).max(axis=1) if x.shape[1] else np.zeros(x.shape[0])
+    scales = (top / 127.0).astype(np.float32)
+    s = scales.astype(np.float64)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        codes = np.where(s > 0, np.clip(np.rint(x / s), -127, 127), 0).astype(np.int8)
+    residual = np.linalg.norm(x - s * codes.astype(np.float64), axis=1)
+    return codes, scales, residual
