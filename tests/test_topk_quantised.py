@@ -121,9 +121,13 @@ def test_the_copy_is_made_once_and_shared_by_threads():
         t.join()
     for i in range(16):
         _same(got[i], want[i])
-    first = fast._codes[0]
-    fast.search(qs[0][None, :], 7)
-    assert fast._codes[0] is first and first is not False
+    first = fast._block_codes(0)
+    assert first is not None and fast._block_codes(0) is first
+    # the next snapshot's index over the same (read-only, as a store's) block shares the copy
+    x.flags.writeable = False
+    a, b = _index([x], quantised=True), _index([x], quantised=True)
+    assert a._block_codes(0) is b._block_codes(0) is not None
+    _same(b.search(qs[1][None, :], 7), want[1])
 
 
 @pytest.mark.parametrize("rows", [10, 4095])
@@ -131,4 +135,4 @@ def test_small_blocks_keep_no_copy(rows):
     x = np.ones((rows, 4), np.float32)
     ix = ExactIndex([x], 4)  # the default threshold: 4,096 rows
     ix.search(np.ones((1, 4), np.float32), 3)
-    assert ix._codes[0] is False
+    assert ix._block_codes(0) is None

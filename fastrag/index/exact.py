@@ -42,8 +42,10 @@ import contextlib
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -455,6 +457,41 @@ def merge_topk(
         return _topk.merge_topk(i, s, kk)
 
 
+_COPIES: dict[int, tuple[weakref.ref[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+"""int8 copies by ``id`` of the block they copy (checked against a weak reference to it)."""
+_copies_lock = threading.RLock()  # re-entrant: a weak reference's callback may run inside
+
+
+def _copy_of(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The int8 copy ``(codes, scales, err)`` of ``block``, made once while the block lives.
+
+    A store's segments keep their vector views from one snapshot to the next (an ``add``
+    makes a new index over the same blocks), so the copy is kept by the block, not by the
+    index, and dropped with it. One thread makes it; the others wait for it.
+    """
+    with _copies_lock:
+        got = _COPIES.get(id(block))
+        if got is not None and got[0]() is block:
+            return got[1]
+        n, d = block.shape
+        codes = np.empty((n, d), dtype=np.int8)
+        scales = np.empty(n, dtype=np.float32)
+        err = np.empty(n, dtype=np.float32)
+        _quantised.quantise_rows(block, _quantised.tolerance(d), codes, scales, err)
+        copy = (readonly(codes), readonly(scales), readonly(err))
+        key = id(block)
+        _COPIES[key] = (weakref.ref(block, partial(_forget, key)), copy)
+        return copy
+
+
+def _forget(key: int, _ref: object = None) -> None:
+    """Drop the copy of a block that is gone (its weak reference's callback)."""
+    with _copies_lock:
+        got = _COPIES.get(key)
+        if got is not None and got[0]() is None:
+            del _COPIES[key]
+
+
 class ExactIndex:
     """Exact search over a chunk store's vector blocks (a :class:`~fastrag.index.base.VectorIndex`).
 
@@ -481,12 +518,10 @@ class ExactIndex:
         quantised_min_rows: int | None = None,
     ) -> None:
         self._blocks = [_check_corpus(b) for b in blocks]
-        # int8 copies of the large blocks, made on their first single-question search
-        # (None: not yet; False: the block is too small or the copy is off)
+        # int8 copies of the large blocks: made on their first single-question search, kept
+        # in _COPIES for as long as the block lives (the next snapshot's index shares them)
         least = QUANTISED_MIN_ROWS if quantised_min_rows is None else quantised_min_rows
         self._quantised_min = least if QUANTISED else None
-        self._codes: list[Any] = [None] * len(self._blocks)
-        self._codes_lock = threading.Lock()
         sizes = [b.shape[0] for b in self._blocks]
         self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
         self.dim = dim
@@ -547,24 +582,11 @@ class ExactIndex:
 
     def _block_codes(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """Block ``b``'s int8 copy ``(codes, scales, err)``, made on first use; None if none."""
-        got = self._codes[b]
-        if got is None:
-            with self._codes_lock:  # one thread makes it; the others wait and use it
-                got = self._codes[b]
-                if got is None:
-                    block = self._blocks[b]
-                    least = self._quantised_min
-                    if least is None or block.shape[0] < max(least, 1) or block.shape[1] == 0:
-                        got = False
-                    else:
-                        n, d = block.shape
-                        codes = np.empty((n, d), dtype=np.int8)
-                        scales = np.empty(n, dtype=np.float32)
-                        err = np.empty(n, dtype=np.float32)
-                        _quantised.quantise_rows(block, _quantised.tolerance(d), codes, scales, err)
-                        got = (readonly(codes), readonly(scales), readonly(err))
-                    self._codes[b] = got
-        return got if got is not False else None
+        block = self._blocks[b]
+        least = self._quantised_min
+        if least is None or block.shape[0] < max(least, 1):
+            return None
+        return _copy_of(block)
 
     def _quantised_search(
         self, b: int, q: np.ndarray, mask: np.ndarray | None, kk: int, threads: int | None
