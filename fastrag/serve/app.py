@@ -25,7 +25,6 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -66,6 +65,11 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     )
 
 
+_SECURITY_RAW = [
+    (n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in SECURITY_HEADERS.items()
+]
+
+
 class _SecurityHeaders:
     """ASGI middleware: :data:`SECURITY_HEADERS` on every HTTP response (streams included)."""
 
@@ -79,9 +83,10 @@ class _SecurityHeaders:
 
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers.setdefault(name, value)
+                # As MutableHeaders.setdefault, without its per-header scans and encoding.
+                headers = message["headers"] = list(message.get("headers", ()))
+                present = {name.lower() for name, _ in headers}
+                headers.extend(item for item in _SECURITY_RAW if item[0] not in present)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -76,6 +77,27 @@ class Metrics:
         self.switches = Counter(
             "fastrag_snapshot_switches", "Switches to a newly saved snapshot", ["kb"], registry=r
         )
+
+        # The labelled children, looked up once: ``labels()`` takes a lock and
+        # builds a key on every call; the children themselves are the same objects.
+        self._served: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self._retrieved: dict[str, Any] = {}
+
+    def served(self, endpoint: str, status: int, seconds: float) -> None:
+        """Count one request of ``endpoint`` answered with ``status`` after ``seconds``."""
+        children = self._served.get((endpoint, status))
+        if children is None:
+            children = (self.requests.labels(endpoint, str(status)), self.latency.labels(endpoint))
+            self._served[endpoint, status] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def retrieved(self, kb: str, questions: int) -> None:
+        """Count ``questions`` retrieved for in ``kb``."""
+        child = self._retrieved.get(kb)
+        if child is None:
+            child = self._retrieved[kb] = self.retrievals.labels(kb)
+        child.inc(questions)
 
     def answered(self, kb: str, found: bool, citing: bool) -> None:
         """Count one answer."""

@@ -248,7 +248,7 @@ class Service:
     def retrieved(self, kb: str, questions: int) -> None:
         """Count questions retrieved for (not while warming up)."""
         if not self.warming:
-            self.metrics.retrievals.labels(kb).inc(questions)
+            self.metrics.retrieved(kb, questions)
 
     def answered(self, kb: str, found: bool, citing: bool) -> None:
         """Count one answer (not while warming up)."""
@@ -395,8 +395,7 @@ def endpoint(
                 if held:
                     svc.release()
             if not svc.warming:
-                svc.metrics.requests.labels(name, str(response.status_code)).inc()
-                svc.metrics.latency.labels(name).observe(time.perf_counter() - t0)
+                svc.metrics.served(name, response.status_code, time.perf_counter() - t0)
             return response
 
         return route
