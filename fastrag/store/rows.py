@@ -234,7 +234,7 @@ class RowReader:
             if doc_id is _MISSING:
                 doc_id = doc(i)
             text = str(data[offsets[i] : offsets[i + 1]], "utf-8")
-            metadata = {} if meta is None else LazyMetadata(meta, i)
+            metadata: Any = {} if meta is None else LazyMetadata(meta, i)
             out.append(
                 Hit(chunk_id[i], doc_id, ords[i], starts[i], ends[i], text, score, metadata, rel)
             )
