@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -137,6 +138,42 @@ def with_text(hit: Hit, text: str) -> Hit:
     _set_chunk_id, _set_doc_id, _set_ord, _set_start, _set_end, _set_text, _set_score,
     _set_metadata, _set_relevance,
 ) = (getattr(Hit, f.name).__set__ for f in fields(Hit))  # fmt: skip
+
+
+class LazyMetadata:
+    """A hit's metadata not decoded yet: ``decode(row)`` gives it on first read.
+
+    The question path builds ten hits per call and most callers read a hit's
+    text and score only; the metadata (dictionary columns and the JSON of the
+    extra fields, ~1.5 us a hit) is decoded when ``Hit.metadata`` is first
+    read, once per hit, under a lock so that every reader of one hit gets the
+    same dict. Equality, ``repr``, ``replace``, ``fields`` and pickling read
+    the attribute, so they see the dict.
+    """
+
+    __slots__ = ("decode", "row")
+
+    def __init__(self, decode: Callable[[int], dict[str, Any]], row: int) -> None:
+        self.decode = decode
+        self.row = row
+
+
+_get_metadata = Hit.__dict__["metadata"].__get__  # the slot itself: a dict or a LazyMetadata
+_metadata_lock = threading.Lock()
+
+
+def _metadata(self: Hit) -> dict[str, Any]:
+    value = _get_metadata(self)
+    if type(value) is LazyMetadata:
+        with _metadata_lock:
+            value = _get_metadata(self)
+            if type(value) is LazyMetadata:
+                value = value.decode(value.row)
+                _set_metadata(self, value)
+    return value  # type: ignore[no-any-return]
+
+
+Hit.metadata = property(_metadata, doc="The chunk's metadata (decoded on first read).")  # type: ignore[assignment,method-assign,misc]
 
 
 class Hits(list):  # type: ignore[type-arg]

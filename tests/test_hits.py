@@ -181,3 +181,28 @@ def test_one_question_equals_the_batch(segments):
     got = store.hits_matrix(rows, np.ones((1, 5), np.float32))[0]
     assert got.rows.tolist() == [3, 0, 5] and np.isnan(got.relevance).all()
     assert got == store.hits(rows[0], np.ones(5, np.float32))
+
+
+def test_lazy_metadata_decodes_once_to_the_eager_dict():
+    """A hit's metadata read late is the dict read eagerly, one object for every reader."""
+    import threading
+
+    from fastrag.types import Hit, LazyMetadata
+
+    calls = []
+
+    def decode(i):
+        calls.append(i)
+        return {"title": f"t{i}", "acl": ["a"]}
+
+    lazy = Hit(1, "d", 0, 0, 3, "abc", 0.5, LazyMetadata(decode, 7), 0.25)
+    eager = Hit(1, "d", 0, 0, 3, "abc", 0.5, {"title": "t7", "acl": ["a"]}, 0.25)
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(lazy.metadata)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [7]
+    assert all(m is seen[0] for m in seen)
+    assert lazy == eager and repr(lazy) == repr(eager) and lazy.title == "t7"

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import orjson
 import pyarrow as pa
 
-from ..types import Hit
+from ..types import Hit, LazyMetadata
 
 __all__ = ["HIT_TABLE", "RowReader", "hits_table", "metadata_of"]
 
@@ -234,7 +234,7 @@ class RowReader:
             if doc_id is _MISSING:
                 doc_id = doc(i)
             text = str(data[offsets[i] : offsets[i + 1]], "utf-8")
-            metadata = {} if meta is None else meta(i)
+            metadata: Any = {} if meta is None else LazyMetadata(meta, i)
             out.append(
                 Hit(chunk_id[i], doc_id, ords[i], starts[i], ends[i], text, score, metadata, rel)
             )
