@@ -10,6 +10,7 @@ that retrieval returns.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -172,10 +173,23 @@ def test_one_question_equals_the_batch(segments):
         batch = kb.retrieve_batch(questions + ["alpha"], k=40, mode=mode, output="hits")
         for q, want in zip(questions, batch, strict=False):
             got = kb.retrieve(q, k=40, mode=mode)
-            assert isinstance(got, Hits) and got == want
+            assert isinstance(got, Hits)
+            if mode == "keyword":
+                assert got == want
+            else:
+                # The exact scan scores one question and a batch's tiles of four with dot
+                # products LLVM vectorises each its own way: on AVX2 (not on AVX-512) a score
+                # may differ in its last bit. The same chunks, in the same order, all else equal.
+                assert [replace(h, score=0.0, relevance=0.0) for h in got] == [
+                    replace(h, score=0.0, relevance=0.0) for h in want
+                ]
             for field in ("ids", "rows", "scores", "relevance"):
                 a, b = getattr(got, field), getattr(want, field)
-                assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+                assert a.dtype == b.dtype
+                if field in ("ids", "rows") or mode == "keyword":
+                    assert np.array_equal(a, b, equal_nan=True)
+                else:
+                    assert np.allclose(a, b, rtol=1e-6, atol=0, equal_nan=True)
     store = kb._corpus.store
     rows = np.array([[3, 0, -1, 5, -1]], dtype=np.int64)
     got = store.hits_matrix(rows, np.ones((1, 5), np.float32))[0]
