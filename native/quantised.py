@@ -81,9 +81,9 @@ def quantise_rows(
             res2 = norm2
         scales[i] = s
         res = np.sqrt(res2)
-        bound = (res + tol * (np.sqrt(norm2) + res)) * (1.0 + 1e-6) + 1e-30
-        # float32 rounds to nearest (at most 2^-24 relative down): 1e-6 more keeps it above
-        err[i] = np.float32(bound * (1.0 + 1e-6))
+        bound = res + tol * (np.sqrt(norm2) + res) + 1e-30
+        # 2e-6 more covers this float64 arithmetic and the float32 rounding (2^-24 at most)
+        err[i] = np.float32(bound * (1.0 + 2e-6))
 
 
 @parallel_kernel
@@ -142,10 +142,8 @@ def collect(approx: np.ndarray, err: np.ndarray, qnorm: float, tau: float, out: 
     cap = out.shape[0]
     count = 0
     for i in range(approx.shape[0]):
-        a = approx[i]
-        if a == -np.inf:
-            continue
-        if np.float64(a) + np.float64(err[i]) * qnorm >= tau:
+        # a masked row's -inf never reaches tau (finite: a lower bound of an eligible row)
+        if np.float64(approx[i]) + np.float64(err[i]) * qnorm >= tau:
             if count == cap:
                 return count + 1
             out[count] = i

@@ -383,21 +383,27 @@ def exact_topk(
     return _search(q, c, msk, kk, threads)
 
 
+def _kernel_mask(msk: np.ndarray | None, n: int) -> tuple[np.ndarray, int]:
+    """``msk`` as the kernels take it (``(0,)`` for "no mask", writable) and its eligible rows."""
+    eligible = n if msk is None else int(np.count_nonzero(msk))
+    if msk is None or eligible == n:
+        return np.zeros(0, dtype=np.bool_), eligible  # "no mask"
+    if not msk.flags.writeable:
+        # One mask type in the kernels; n bytes copied next to n * d * 4 read.
+        msk = msk.copy()
+    return msk, eligible
+
+
 def _search(
     q: np.ndarray, c: np.ndarray, msk: np.ndarray | None, kk: int, threads: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`exact_topk` on checked inputs (float32 C-contiguous, read-only corpus)."""
     m = q.shape[0]
     n, d = c.shape
-    eligible = n if msk is None else int(np.count_nonzero(msk))
+    msk, eligible = _kernel_mask(msk, n)
     kk = min(kk, eligible)
     if kk == 0 or m == 0:
         return np.empty((m, kk), dtype=np.int64), np.empty((m, kk), dtype=np.float32)
-    if msk is None or eligible == n:
-        msk = np.zeros(0, dtype=np.bool_)  # "no mask"
-    elif not msk.flags.writeable:
-        # One mask type in the kernels; n bytes copied next to n * d * 4 read.
-        msk = msk.copy()
     with _threads(threads, work=m * n * d * 4) as nthreads:
         if m < BLAS_MIN_BATCH:
             return _scan_path(q, c, msk, kk, nthreads)
@@ -602,10 +608,7 @@ class ExactIndex:
             return None
         block = self._blocks[b]
         n = block.shape[0]
-        msk = np.zeros(0, dtype=np.bool_) if mask is None else np.ascontiguousarray(mask)
-        if mask is not None and not msk.flags.writeable:
-            msk = msk.copy()
-        eligible = n if mask is None else int(np.count_nonzero(msk))
+        msk, eligible = _kernel_mask(mask, n)
         kk = min(kk, eligible)
         if kk == 0:
             return None
@@ -617,10 +620,8 @@ class ExactIndex:
             nblocks = max(1, min(nthreads * _SCAN_BLOCKS_PER_THREAD, n // _SCAN_MIN_ROWS))
             lowers = np.empty((nblocks, kk), dtype=np.float64)
             _quantised.approx_scan(query, *codes, qnorm, msk, nblocks, approx, lowers)
-        flat = lowers.ravel()
+        flat = lowers.ravel()  # every eligible row's bound competed in its block: kk are finite
         tau = float(np.partition(flat, flat.size - kk)[flat.size - kk])
-        if tau == -np.inf:
-            return None  # fewer than kk eligible rows in the blocks' lists: cannot happen
         rows = np.empty(max(kk, n // _QUANTISED_MAX_SHARE), dtype=np.int64)
         count = _quantised.collect(approx, codes[2], qnorm, tau, rows)
         if count > rows.size:
