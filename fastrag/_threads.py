@@ -18,6 +18,7 @@ once, the others asleep in the kernel (see its docstring).
 from __future__ import annotations
 
 import _thread
+import collections
 import ctypes
 import os
 import threading
@@ -225,75 +226,103 @@ def usable_cores() -> int:
 
 
 class Admission:
-    """At most ``n`` caller threads inside at once; the others sleep in the kernel.
+    """At most ``n`` caller threads inside at once; the others sleep in the kernel, first come first in.
 
     A retrieval holds the GIL for most of its Python and gives it up a few
     times for its kernels. With many more caller threads than cores, each
     give-up hands the GIL to one of a crowd of waiters, and the threads in
     GIL-free kernels time-slice the cores with the one holding the GIL (and
     with each other's caches): 16 callers on two cores did less than two.
-    Behind the gate the crowd waits on an OS lock, which sleeps without
-    the GIL and costs nothing while it waits, so the threads inside behave
-    as ``n`` callers do.
+    Behind the gate the crowd waits on OS locks, which sleep without the
+    GIL and cost nothing while they wait, so the threads inside behave as
+    ``n`` callers do.
 
-    The gate is ``n`` lanes, each a plain ``_thread`` lock. Entering takes
-    the first free lane without blocking, or, when all are taken, blocks on
-    one of them (round robin) until its holder leaves: a lane is a mutex
-    whose holder always releases it (``__exit__``, also on an exception),
-    and a blocked ``acquire`` returns when it does, so no wake-up can be
-    lost and no count can drift (there is no count). Re-entrant per thread:
-    a call made inside an admitted call (an answer that retrieves, a
-    callback that retrieves) passes straight through, so a thread never
-    waits for a lane it holds. A forked child starts with fresh lanes.
+    A caller finding a free place takes it; otherwise it queues on a lock of
+    its own, and a caller leaving hands its place straight to the first in
+    the queue (releasing that lock), so a place is never idle while someone
+    waits, and nobody waits behind a later arrival. The count and the queue
+    change only under one short ``_thread`` mutex, and a hand-over is one
+    release of a lock its waiter already holds the other end of, so no
+    wake-up can be lost. Re-entrant per thread: a call made inside an
+    admitted call (an answer that retrieves, a callback that retrieves)
+    passes straight through, so a thread never waits for a place it holds.
+    A forked child starts with a fresh gate.
 
     Parameters
     ----------
     n : int
-        Lanes, ``>= 1``.
+        Places, ``>= 1``.
     """
 
-    __slots__ = ("_lanes", "_next", "n")
+    __slots__ = ("_free", "_mutex", "_waiters", "n")
 
     def __init__(self, n: int) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"admission must be a positive int, got {n!r}")
         self.n = n
-        self._lanes = tuple(_thread.allocate_lock() for _ in range(n))
-        self._next = 0
+        self._free = n
+        self._mutex = _thread.allocate_lock()
+        self._waiters: collections.deque[Any] = collections.deque()
 
     def __repr__(self) -> str:
         return f"Admission({self.n})"
+
+    @property
+    def inside(self) -> int:
+        """Callers inside the gate now."""
+        return self.n - self._free
+
+    @property
+    def waiting(self) -> int:
+        """Callers queued at the gate now."""
+        return len(self._waiters)
 
     def __enter__(self) -> None:
         depth = getattr(_local, "depth", 0)
         if depth:  # already admitted in this thread (by this gate or an earlier one)
             _local.depth = depth + 1
             return
-        for lane in self._lanes:
-            if lane.acquire(False):
-                break
+        mutex = self._mutex
+        mutex.acquire()
+        if self._free:
+            self._free -= 1
+            mutex.release()
         else:
-            i = self._next
-            self._next = (i + 1) % self.n  # a race here only picks another lane
-            lane = self._lanes[i % self.n]
-            lane.acquire()
-        _local.lane = lane
+            turn = _thread.allocate_lock()
+            turn.acquire()
+            self._waiters.append(turn)
+            mutex.release()
+            turn.acquire()  # released by the caller that hands this one its place
+        _local.gate = self
         _local.depth = 1
 
     def __exit__(self, *exc: object) -> None:
         _leave()
 
+    def _give_back(self) -> None:
+        """A place is given back: to the first waiter, or to the free count."""
+        mutex = self._mutex
+        mutex.acquire()
+        try:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._free += 1
+        finally:
+            mutex.release()
+
 
 def _leave() -> None:
-    """Leave the gate: the outermost admitted call of the thread releases its lane."""
+    """Leave the gate: the outermost admitted call of the thread gives back its place."""
     depth = getattr(_local, "depth", 0)
     if depth > 1:
         _local.depth = depth - 1
     elif depth == 1:
-        lane = _local.lane
-        _local.lane = None
+        gate = _local.gate
+        _local.gate = None
         _local.depth = 0
-        lane.release()
+        if gate is not None:
+            gate._give_back()
 
 
 class _Open:
@@ -362,9 +391,9 @@ def admitted() -> bool:
 
 
 def _after_fork() -> None:
-    # Lanes held by threads that do not exist in the child would block it for good.
+    # Places held by threads that do not exist in the child would block it for good.
     global _gate
-    _local.lane = None
+    _local.gate = None
     _local.depth = 0
     if isinstance(_gate, Admission):
         _gate = Admission(_gate.n)

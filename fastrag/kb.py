@@ -649,7 +649,7 @@ class KnowledgeBase:
         Only a retrieval whose every step runs here (the rule rewriter, a
         kernel embedder or none, fastrag's own index, no reranker) waits at
         the gate: one that may wait on a model or a store over the network
-        must not hold a lane meanwhile. With the gate off (the default) nothing is checked.
+        must not hold a place meanwhile. With the gate off (the default) nothing is checked.
         """
         gate = admission()
         if gate is OPEN or opts.reranker is not None:

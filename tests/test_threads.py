@@ -239,9 +239,9 @@ def test_the_gate_admits_at_most_n_and_every_caller_gets_in(gate_of):
     assert not any(w.is_alive() for w in workers), "a caller never got in"
     assert sorted(done) == list(range(12))
     assert most[0] <= 2  # never more than n inside
-    assert not any(lane.locked() for lane in gate._lanes)  # every lane given back
+    assert gate.inside == 0 and gate.waiting == 0  # every place given back
 
-    # two lanes: a second caller gets in while the first stays; a third waits for one
+    # two places: a second caller gets in while the first stays; a third waits for one
     first_in, second_in, third_in, leave = (threading.Event() for _ in range(4))
 
     def stay(entered, out):
@@ -255,11 +255,45 @@ def test_the_gate_admits_at_most_n_and_every_caller_gets_in(gate_of):
     assert first_in.wait(30) and second_in.wait(30)
     third = threading.Thread(target=stay, args=(third_in, leave))
     third.start()
-    assert not third_in.wait(0.2)  # both lanes taken: the third sleeps
-    leave.set()  # the first two leave: the third gets a lane
+    assert not third_in.wait(0.2)  # both places taken: the third sleeps
+    assert gate.waiting == 1
+    leave.set()  # the first two leave: the third gets a place
     assert third_in.wait(30)
     for th in (*held, third):
         th.join(timeout=60)
+
+
+def test_the_gate_lets_waiters_in_first_come_first_in(gate_of):
+    gate_of(1)
+    gate = admission()
+    order, entered, leave = [], threading.Event(), threading.Event()
+
+    def holder():
+        with admission():
+            entered.set()
+            leave.wait(30)
+
+    def waiter(i):
+        with admission():
+            order.append(i)
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert entered.wait(30)
+    waiters = []
+    for i in range(6):  # queued one after another, each seen waiting before the next comes
+        th = threading.Thread(target=waiter, args=(i,))
+        th.start()
+        deadline = time.monotonic() + 30
+        while gate.waiting < i + 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        waiters.append(th)
+    assert gate.waiting == 6 and gate.inside == 1
+    leave.set()
+    for th in (first, *waiters):
+        th.join(timeout=60)
+    assert order == list(range(6))  # in the order they came
+    assert (gate.inside, gate.waiting) == (0, 0)
 
 
 def test_the_gate_is_reentrant_and_exception_safe(gate_of):
@@ -267,19 +301,19 @@ def test_the_gate_is_reentrant_and_exception_safe(gate_of):
     gate = admission()
     with admission():
         assert admitted()
-        with admission():  # a call inside an admitted call: no wait for its own lane
+        with admission():  # a call inside an admitted call: no wait for its own place
             with admission():
                 assert admitted()
-        assert admitted() and gate._lanes[0].locked()
-    assert not admitted() and not gate._lanes[0].locked()
+        assert admitted() and gate.inside == 1
+    assert not admitted() and gate.inside == 0
     with pytest.raises(KeyError), admission():
-        raise KeyError("the lane is given back on an exception")
-    assert not gate._lanes[0].locked()
-    with admission():  # switched off while inside: the lane held is still given back
+        raise KeyError("the place is given back on an exception")
+    assert gate.inside == 0
+    with admission():  # switched off while inside: the place held is still given back
         gate_of(None)
         with admission():
             pass
-    assert not gate._lanes[0].locked() and not admitted()
+    assert gate.inside == 0 and not admitted()
     with admission():  # off: everyone in, nothing held
         assert not admitted()
 
@@ -328,10 +362,10 @@ def test_threads_behind_the_gate_get_the_serial_results(loaded, gate_of, n):
             for m, i, hits in got:
                 assert hits == serial[m][i]
     gate = admission()
-    assert not isinstance(gate, Admission) or not any(x.locked() for x in gate._lanes)
+    assert not isinstance(gate, Admission) or (gate.inside, gate.waiting) == (0, 0)
 
 
-def test_answers_behind_the_gate_never_wait_on_a_lane_held_for_them(loaded, gate_of):
+def test_answers_behind_the_gate_never_wait_on_a_place_held_for_them(loaded, gate_of):
     kb, questions = loaded
     gate_of(1)
     seen = []
@@ -352,4 +386,4 @@ def test_answers_behind_the_gate_never_wait_on_a_lane_held_for_them(loaded, gate
         reranked = list(pool.map(lambda q: kb.retrieve(q, k=3, reranker=reranker), questions[:8]))
     assert len(answers) == len(seen) == 8 and all(more == 3 for _, more in seen)
     assert all(len(h) == 3 for h in reranked)
-    assert not admission()._lanes[0].locked()
+    assert admission().inside == 0
