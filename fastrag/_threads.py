@@ -226,7 +226,7 @@ def usable_cores() -> int:
 
 
 class Admission:
-    """At most ``n`` caller threads inside at once; the others sleep in the kernel, first come first in.
+    """At most ``n`` caller threads inside at once; the others sleep in the kernel, in turn.
 
     A retrieval holds the GIL for most of its Python and gives it up a few
     times for its kernels. With many more caller threads than cores, each

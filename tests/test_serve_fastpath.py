@@ -1,14 +1,25 @@
-"""The per-request fast paths of the server: cached metric children, pre-encoded headers."""
+"""The per-request fast paths of the server: cached metric children, pre-encoded headers, direct routes."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anyio
+import httpx
+import pytest
+from conftest import DOCS
+from serve_harness import ThreadServer, save_kb, sse_events
+from starlette.routing import Route
 
-from fastrag.serve.app import _SecurityHeaders
+from fastrag._threads import usable_cores
+from fastrag.serve import ServeSettings
+from fastrag.serve.app import _direct_routes, _SecurityHeaders
+from fastrag.serve.keys import TRUSTED
 from fastrag.serve.metrics import Metrics
-from fastrag.serve.service import SECURITY_HEADERS
+from fastrag.serve.routes_native import native_routes
+from fastrag.serve.routes_openai import openai_routes
+from fastrag.serve.service import SECURITY_HEADERS, Deadline
 
 
 def _value(m: Metrics, name: str, labels: dict[str, str]) -> float:
@@ -48,3 +59,118 @@ def test_security_headers_added_once_and_never_overriding() -> None:
         assert names.count(name.lower().encode()) == 1
     assert (b"x-frame-options", b"SAMEORIGIN") in got
     assert got[0] == (b"content-type", b"application/json")
+
+
+# -- the JSON API's routes called directly (app._Direct) -----------------------------
+
+
+@pytest.fixture(scope="module")
+def direct_server(tmp_path_factory):
+    path = save_kb([dict(d) for d in DOCS], tmp_path_factory.mktemp("direct") / "kb")
+    with ThreadServer(ServeSettings(kbs=(("kb", str(path)),), reload_interval=0)) as s:
+        yield s
+
+
+def test_every_fixed_json_route_is_called_directly() -> None:
+    routes = [*native_routes(), *openai_routes()]
+    direct = _direct_routes(routes)
+    wrapped = {
+        (m, r.path)
+        for r in routes
+        if isinstance(r, Route) and getattr(r.endpoint, "endpoint_name", None)
+        for m in r.methods or ()
+        if m != "HEAD"
+    }
+    assert set(direct) == wrapped
+    assert ("POST", "/v1/retrieve") in direct and ("POST", "/v1/chat/completions") in direct
+    assert ("GET", "/") not in direct  # the page and static files stay with Starlette
+
+
+def _secured(response: httpx.Response) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        assert response.headers.get_list(name) == [value]
+
+
+def test_direct_and_starlette_routes_answer_alike(direct_server) -> None:
+    url = direct_server.url
+    # one process: its engine threads are the usable cores (the default)
+    assert direct_server.service.engine_limiter.total_tokens == usable_cores()
+    with httpx.Client(base_url=url, timeout=30) as client:
+        # a direct route: the same hits as the library, the security headers once
+        r = client.post("/v1/retrieve", json={"question": DOCS[0]["text"][:40], "k": 2})
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        _secured(r)
+        kb = direct_server.service.registry.get(None, TRUSTED).current.kb
+        want = [h.chunk_id for h in kb.retrieve(DOCS[0]["text"][:40], 2)]
+        assert [h["chunk_id"] for h in r.json()["hits"]] == want
+        # its failures are the endpoint's JSON errors, with the headers
+        bad = client.post(
+            "/v1/retrieve", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_json"
+        _secured(bad)
+        # another method on a direct path, an unknown path, HEAD of a GET route: Starlette's
+        wrong = client.get("/v1/retrieve")
+        assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "method_not_allowed"
+        _secured(wrong)
+        missing = client.post("/v1/nothing", json={})
+        assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
+        _secured(missing)
+        head = client.head("/healthz")
+        assert head.status_code == 200 and head.content == b""
+        _secured(head)
+        # a stream from a direct route
+        with client.stream(
+            "POST", "/v1/answer", json={"question": "annual leave", "stream": True}
+        ) as s:
+            assert s.status_code == 200 and s.headers["content-type"].startswith(
+                "text/event-stream"
+            )
+            _secured(s)
+            events = [e for e, _ in sse_events(s.read().decode())]
+        assert events[0] == "hits" and events[-1] == "answer"
+        # and the page, served by Starlette
+        page = client.get("/")
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        _secured(page)
+
+
+# -- the request deadline (service.Deadline) ------------------------------------------
+
+
+def test_deadline_turns_its_own_cancellation_into_timeout_only() -> None:
+    async def main() -> None:
+        # fires: TimeoutError at the block's end, and the task goes on unharmed
+        with pytest.raises(TimeoutError), Deadline().start(0.01):
+            await asyncio.sleep(5)
+        await asyncio.sleep(0)  # not still being cancelled
+        # settled in time: nothing happens later
+        with Deadline().start(0.05):
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.1)
+        # restarted (as the body's deadline is): the later setting holds
+        deadline = Deadline().start(0.01)
+        with deadline:
+            deadline.start(5)
+            await asyncio.sleep(0.05)
+        # a cancellation from elsewhere (a client gone, a shutdown) passes through
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().call_later(0.01, task.cancel)
+        with pytest.raises(asyncio.CancelledError), Deadline().start(5):
+            await asyncio.sleep(5)
+
+    asyncio.run(main())
+
+
+def test_engine_threads_default_to_the_cores_shared_among_workers(monkeypatch) -> None:
+    from fastrag import _threads
+    from fastrag.errors import ConfigError
+    from fastrag.serve.settings import engine_threads_for
+
+    monkeypatch.setattr(_threads, "usable_cores", lambda: 4)
+    assert ServeSettings(kbs=(("kb", "x"),)).engine_threads is None
+    assert [engine_threads_for(None, w) for w in (1, 2, 3, 4, 8)] == [4, 2, 1, 1, 1]
+    assert engine_threads_for(0, 2) == 0 and engine_threads_for(3, 8) == 3  # as set
+    with pytest.raises(ConfigError, match="engine_threads"):
+        ServeSettings(kbs=(("kb", "x"),), engine_threads=-1)

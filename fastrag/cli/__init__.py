@@ -811,7 +811,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=SERVE_DEFAULTS["engine_threads"],
         help="threads per worker for retrieval and extractive answers; 0 runs them on "
-        f"the event loop ({SERVE_DEFAULTS['engine_threads']})",
+        "the event loop (default: the usable cores divided among the workers)",
     )
     p.add_argument("--access-log", action="store_true", help="log every request (never keys)")
     _add_sql(p)

@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from ..errors import ConfigError
 from .keys import TRUSTED
@@ -70,6 +71,20 @@ _SECURITY_RAW = [
 ]
 
 
+def _securing(send: Any) -> Any:
+    """``send`` adding :data:`SECURITY_HEADERS` to a response's start (those it lacks)."""
+
+    async def send_with_headers(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            # As MutableHeaders.setdefault, without its per-header scans and encoding.
+            headers = message["headers"] = list(message.get("headers", ()))
+            present = {name.lower() for name, _ in headers}
+            headers.extend(item for item in _SECURITY_RAW if item[0] not in present)
+        await send(message)
+
+    return send_with_headers
+
+
 class _SecurityHeaders:
     """ASGI middleware: :data:`SECURITY_HEADERS` on every HTTP response (streams included)."""
 
@@ -81,18 +96,59 @@ class _SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                # As MutableHeaders.setdefault, without its per-header scans and encoding.
-                headers = message["headers"] = list(message.get("headers", ()))
-                present = {name.lower() for name, _ in headers}
-                headers.extend(item for item in _SECURITY_RAW if item[0] not in present)
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        await self.app(scope, receive, _securing(send))
 
 
-async def _warm_app(app: Starlette, svc: Service) -> None:
+class _Direct:
+    """ASGI: the JSON API's routes straight to their endpoints, everything else to Starlette.
+
+    A ``POST /v1/retrieve`` needs none of what Starlette puts around a route:
+    its endpoint (:func:`~fastrag.serve.service.endpoint`) already answers
+    every failure as JSON, counts it and keeps the deadline. So each route of
+    ``routes`` (an exact method and path) is called here by a dictionary
+    lookup, with the :data:`SECURITY_HEADERS` added to its response, and is
+    spared the error and exception middlewares, the linear match of every
+    route's pattern and the request-response wrappers: about a sixth of the
+    server's own time per request (BENCHMARKS.md, "fastrag serve"). Other
+    methods on those paths (a 405), every other path, streams and websockets
+    go through the Starlette ``app`` as before.
+    """
+
+    def __init__(self, app: Starlette, routes: dict[tuple[str, str], Any]) -> None:
+        self.app = app
+        self.routes = routes
+
+    @property
+    def state(self) -> Any:
+        """The Starlette application's state (``state.service``: the :class:`Service`)."""
+        return self.app.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            handler = self.routes.get((scope["method"], scope["path"]))
+            if handler is not None:
+                scope["app"] = self.app  # as Starlette sets it: request.app.state.service
+                response = await handler(Request(scope, receive, send))
+                await response(scope, receive, _securing(send))
+                return
+        await self.app(scope, receive, send)
+
+
+def _direct_routes(routes: list[Any]) -> dict[tuple[str, str], Any]:
+    """(method, path) -> endpoint of every fixed-path route wrapped by ``endpoint``."""
+    direct: dict[tuple[str, str], Any] = {}
+    for route in routes:
+        if not isinstance(route, Route) or "{" in route.path:
+            continue
+        if getattr(route.endpoint, "endpoint_name", None) is None:
+            continue
+        for method in route.methods or ():
+            if method != "HEAD":  # HEAD of a GET route: Starlette answers it without a body
+                direct[(method, route.path)] = route.endpoint
+    return direct
+
+
+async def _warm_app(app: Any, svc: Service) -> None:
     """Send each endpoint a request in-process before the server accepts any.
 
     The first request over a socket then finds the worker threads started,
@@ -143,7 +199,7 @@ async def _watch(svc: Service) -> None:
             svc.metrics.switches.labels(name).inc()
 
 
-def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> Starlette:
+def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> Any:
     """The ASGI application serving ``settings.kbs``.
 
     Loads (and warms) every knowledge base now, so a worker accepts requests
@@ -158,7 +214,9 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
 
     Returns
     -------
-    starlette.applications.Starlette
+    ASGI application
+        The JSON API's routes called directly (:class:`_Direct`), the rest by
+        Starlette; ``.state.service`` is the :class:`Service`.
     """
     svc = Service(settings, registry)
     mcp_server, mcp_route = mount_mcp(svc)
@@ -167,7 +225,7 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             async with mcp_server.session_manager.run(), anyio.create_task_group() as tg:
-                await _warm_app(app, svc)
+                await _warm_app(direct, svc)
                 if settings.reload_interval > 0:
                     tg.start_soon(_watch, svc)
                 yield
@@ -183,10 +241,11 @@ def create_app(settings: ServeSettings, *, registry: Registry | None = None) -> 
         exception_handlers={HTTPException: _not_found, Exception: _server_error},
     )
     app.state.service = svc
-    return app
+    direct = _Direct(app, _direct_routes(routes))
+    return direct
 
 
-def create_app_from_env() -> Starlette:
+def create_app_from_env() -> Any:
     """The uvicorn factory in each worker process: warm the kernels, load, build the app.
 
     The settings come from :data:`fastrag.config.ENV_SERVE_SETTINGS`.

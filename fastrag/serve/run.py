@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import ENV_SERVE_SETTINGS
 from ..errors import ConfigError, FastragError
-from .settings import ServeSettings
+from .settings import ServeSettings, engine_threads_for
 
 if TYPE_CHECKING:
     import uvicorn
@@ -175,6 +175,8 @@ def serve(
     check_workers(settings.kbs, workers)
     if workers > 1 and settings.threads is None:
         settings = dataclasses.replace(settings, threads=1)  # one process per core already
+    if settings.engine_threads is None:  # the usable cores shared among the workers
+        settings = dataclasses.replace(settings, engine_threads=engine_threads_for(None, workers))
     sock = bind(settings.host, port)  # before any warm-up: a port in use fails in a moment
     try:
         os.environ[ENV_SERVE_SETTINGS] = settings.to_json()
