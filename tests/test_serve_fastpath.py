@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 from typing import Any
 
 import anyio
@@ -19,7 +21,7 @@ from fastrag.serve.keys import TRUSTED
 from fastrag.serve.metrics import Metrics
 from fastrag.serve.routes_native import native_routes
 from fastrag.serve.routes_openai import openai_routes
-from fastrag.serve.service import SECURITY_HEADERS, Deadline
+from fastrag.serve.service import SECURITY_HEADERS, Deadline, EnginePool
 
 
 def _value(m: Metrics, name: str, labels: dict[str, str]) -> float:
@@ -94,7 +96,7 @@ def _secured(response: httpx.Response) -> None:
 def test_direct_and_starlette_routes_answer_alike(direct_server) -> None:
     url = direct_server.url
     # one process: its engine threads are the usable cores (the default)
-    assert direct_server.service.engine_limiter.total_tokens == usable_cores()
+    assert direct_server.service.engine.n == usable_cores()
     with httpx.Client(base_url=url, timeout=30) as client:
         # a direct route: the same hits as the library, the security headers once
         r = client.post("/v1/retrieve", json={"question": DOCS[0]["text"][:40], "k": 2})
@@ -174,3 +176,53 @@ def test_engine_threads_default_to_the_cores_shared_among_workers(monkeypatch) -
     assert engine_threads_for(0, 2) == 0 and engine_threads_for(3, 8) == 3  # as set
     with pytest.raises(ConfigError, match="engine_threads"):
         ServeSettings(kbs=(("kb", "x"),), engine_threads=-1)
+
+
+# -- the engine threads (service.EnginePool) ------------------------------------------
+
+
+def test_engine_pool_runs_calls_in_at_most_n_threads() -> None:
+    import contextvars
+    import threading
+
+    pool = EnginePool(2)
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    inside, most, lock = [0], [0], threading.Lock()
+    names: set[str] = set()
+
+    def work(i: int) -> tuple[int, str]:
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            names.add(threading.current_thread().name)
+        time.sleep(0.01)
+        with lock:
+            inside[0] -= 1
+        return i, var.get()
+
+    def fail() -> None:
+        raise KeyError("from the pool")
+
+    async def main() -> None:
+        var.set("caller's")
+        got = await asyncio.gather(*(pool.run(functools.partial(work, i)) for i in range(12)))
+        assert got == [(i, "caller's") for i in range(12)]  # results, in the callers' context
+        with pytest.raises(KeyError, match="from the pool"):
+            await pool.run(fail)
+        # a caller cancelled while its call runs stops waiting; the call's result is dropped
+        slow = threading.Event()
+        waiter = asyncio.ensure_future(pool.run(lambda: slow.wait(5)))
+        await asyncio.sleep(0.01)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        slow.set()
+        assert await pool.run(lambda: 7) == 7  # the pool goes on
+
+    asyncio.run(main())
+    assert most[0] == 2 and len(names) == 2  # never more than n at once, n threads
+    threads = list(pool._threads)
+    pool.close()
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive()
