@@ -239,8 +239,9 @@ class Admission:
 
     A caller finding a free place takes it; otherwise it queues on a lock of
     its own, and a caller leaving hands its place straight to the first in
-    the queue (releasing that lock), so a place is never idle while someone
-    waits, and nobody waits behind a later arrival. The count and the queue
+    the queue (releasing that lock): nobody waits behind a later arrival,
+    and no place goes back to the free count while someone waits (it is
+    idle only until the woken caller is scheduled). The count and the queue
     change only under one short ``_thread`` mutex, and a hand-over is one
     release of a lock its waiter already holds the other end of, so no
     wake-up can be lost. Re-entrant per thread: a call made inside an
@@ -288,13 +289,33 @@ class Admission:
             self._free -= 1
             mutex.release()
         else:
-            turn = _thread.allocate_lock()
+            turn = _new_lock()
             turn.acquire()
             self._waiters.append(turn)
             mutex.release()
-            turn.acquire()  # released by the caller that hands this one its place
+            self._wait(turn)
         _local.gate = self
         _local.depth = 1
+
+    def _wait(self, turn: Any) -> None:
+        """Sleep until a leaver hands this caller its place (releases ``turn``).
+
+        A wait cut short (Ctrl-C interrupts a blocking acquire in the main
+        thread) leaves the queue; if the place was handed over meanwhile, it
+        is given back, so no place is lost to a caller that has gone.
+        """
+        try:
+            turn.acquire()
+        except BaseException:
+            with self._mutex:
+                try:
+                    self._waiters.remove(turn)
+                    handed = False
+                except ValueError:  # popped by a leaver: the place is this caller's
+                    handed = True
+            if handed:
+                self._give_back()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         _leave()
@@ -310,6 +331,9 @@ class Admission:
                 self._free += 1
         finally:
             mutex.release()
+
+
+_new_lock = _thread.allocate_lock  # a waiter's own lock (tests interrupt its acquire)
 
 
 def _leave() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import sys
 import threading
 import time
@@ -255,8 +256,10 @@ def test_the_gate_admits_at_most_n_and_every_caller_gets_in(gate_of):
     assert first_in.wait(30) and second_in.wait(30)
     third = threading.Thread(target=stay, args=(third_in, leave))
     third.start()
-    assert not third_in.wait(0.2)  # both places taken: the third sleeps
-    assert gate.waiting == 1
+    deadline = time.monotonic() + 30
+    while gate.waiting < 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert gate.waiting == 1 and not third_in.is_set()  # both places taken: the third sleeps
     leave.set()  # the first two leave: the third gets a place
     assert third_in.wait(30)
     for th in (*held, third):
@@ -294,6 +297,56 @@ def test_the_gate_lets_waiters_in_first_come_first_in(gate_of):
         th.join(timeout=60)
     assert order == list(range(6))  # in the order they came
     assert (gate.inside, gate.waiting) == (0, 0)
+
+
+def test_a_waiter_interrupted_at_the_gate_loses_no_place(gate_of, monkeypatch):
+    gate_of(1)
+    gate = admission()
+
+    class Interrupted:
+        """A waiter's lock whose blocking acquire is cut short (as Ctrl-C does)."""
+
+        def __init__(self, handed_first: bool) -> None:
+            self.lock = _thread.allocate_lock()
+            self.handed_first = handed_first
+
+        def acquire(self, blocking: bool = True) -> bool:
+            if not blocking or not self.lock.locked():
+                return self.lock.acquire(blocking)
+            if self.handed_first:  # the holder leaves and hands the place over, then the cut
+                gate._give_back()
+            raise KeyboardInterrupt
+
+        def release(self) -> None:
+            self.lock.release()
+
+    for handed_first in (False, True):
+        monkeypatch.setattr(_threads, "_new_lock", lambda h=handed_first: Interrupted(h))
+        if handed_first:
+            gate._free -= 1  # a holder inside, whose leaving is simulated in the cut
+        else:
+            holder = threading.Event()
+            out = threading.Event()
+
+            def hold(holder: threading.Event, out: threading.Event) -> None:
+                with admission():
+                    holder.set()
+                    out.wait(30)
+
+            th = threading.Thread(target=hold, args=(holder, out))
+            th.start()
+            assert holder.wait(30)
+        with pytest.raises(KeyboardInterrupt):
+            with admission():
+                pass
+        assert not admitted() and gate.waiting == 0
+        if not handed_first:
+            out.set()
+            th.join(30)
+        assert gate.inside == 0  # every place is free again: none lost to the gone waiter
+        monkeypatch.undo()
+    with admission():  # and the gate still admits
+        assert gate.inside == 1
 
 
 def test_the_gate_is_reentrant_and_exception_safe(gate_of):

@@ -105,13 +105,17 @@ class _Direct:
     A ``POST /v1/retrieve`` needs none of what Starlette puts around a route:
     its endpoint (:func:`~fastrag.serve.service.endpoint`) already answers
     every failure as JSON, counts it and keeps the deadline. So each route of
-    ``routes`` (an exact method and path) is called here by a dictionary
-    lookup, with the :data:`SECURITY_HEADERS` added to its response, and is
-    spared the error and exception middlewares, the linear match of every
-    route's pattern and the request-response wrappers: about a sixth of the
-    server's own time per request (BENCHMARKS.md, "fastrag serve"). Other
-    methods on those paths (a 405), every other path, streams and websockets
-    go through the Starlette ``app`` as before.
+    ``routes`` (an exact method and path, streamed answers included) is
+    called here by a dictionary lookup, with the :data:`SECURITY_HEADERS`
+    added to its response, and is spared the error and exception
+    middlewares, the linear match of every route's pattern and the
+    request-response wrappers (BENCHMARKS.md, "fastrag serve: the request
+    path"). A failure that escapes the endpoint before the response has
+    started is answered as Starlette's error handler answers it (a JSON 500,
+    logged). Other methods on those paths (a 405), every other path (the
+    page, static files, MCP), websockets and the lifespan go through the
+    Starlette ``app``. Middleware added to ``app`` does not see the direct
+    routes.
     """
 
     def __init__(self, app: Starlette, routes: dict[tuple[str, str], Any]) -> None:
@@ -125,13 +129,37 @@ class _Direct:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            handler = self.routes.get((scope["method"], scope["path"]))
+            path = scope["path"]
+            root = scope.get("root_path")
+            if root and path.startswith(root):  # as Starlette's router reads the path
+                path = path[len(root) :]
+            handler = self.routes.get((scope["method"], path))
             if handler is not None:
-                scope["app"] = self.app  # as Starlette sets it: request.app.state.service
-                response = await handler(Request(scope, receive, send))
-                await response(scope, receive, _securing(send))
+                await self._direct(handler, scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _direct(self, handler: Any, scope: Any, receive: Any, send: Any) -> None:
+        scope["app"] = self.app  # as Starlette sets them: request.app.state.service
+        scope.setdefault("router", self.app.router)
+        started = False
+        secured = _securing(send)
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await secured(message)
+
+        request = Request(scope, receive, send)
+        try:
+            response = await handler(request)
+            await response(scope, receive, sending)
+        except Exception as exc:
+            if started:  # the client has part of an answer: nothing else can be said
+                raise
+            failed = await _server_error(request, exc)
+            await failed(scope, receive, secured)
 
 
 def _direct_routes(routes: list[Any]) -> dict[tuple[str, str], Any]:
@@ -143,7 +171,7 @@ def _direct_routes(routes: list[Any]) -> dict[tuple[str, str], Any]:
         if getattr(route.endpoint, "endpoint_name", None) is None:
             continue
         for method in route.methods or ():
-            if method != "HEAD":  # HEAD of a GET route: Starlette answers it without a body
+            if method != "HEAD":  # HEAD of a GET route: Starlette (uvicorn drops the body)
                 direct[(method, route.path)] = route.endpoint
     return direct
 

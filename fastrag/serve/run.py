@@ -175,10 +175,12 @@ def serve(
     check_workers(settings.kbs, workers)
     if workers > 1 and settings.threads is None:
         settings = dataclasses.replace(settings, threads=1)  # one process per core already
-    if settings.engine_threads is None:  # the usable cores shared among the workers
-        settings = dataclasses.replace(settings, engine_threads=engine_threads_for(None, workers))
     sock = bind(settings.host, port)  # before any warm-up: a port in use fails in a moment
     try:
+        if settings.engine_threads is None:  # the usable cores shared among the workers
+            settings = dataclasses.replace(
+                settings, engine_threads=engine_threads_for(None, workers)
+            )
         os.environ[ENV_SERVE_SETTINGS] = settings.to_json()
         if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
             # Set before any worker imports prometheus_client: /metrics then sums every worker.

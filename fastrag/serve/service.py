@@ -33,6 +33,7 @@ import contextlib
 import contextvars
 import functools
 import logging
+import os
 import queue
 import threading
 import time
@@ -183,13 +184,16 @@ class EnginePool:
     for its result; at most ``n`` calls run at once, the others queue. What
     :func:`anyio.to_thread.run_sync` with a capacity limiter does, with a
     C-level queue (:class:`queue.SimpleQueue`) to the threads and one
-    ``call_soon_threadsafe`` back: about half its CPU per call (46 against
-    87 us measured here), most of it GIL-held Python that a second thread's
-    kernel could have overlapped. A caller cancelled while its call runs (a
-    deadline, a disconnect) stops waiting at once; the thread finishes the
-    call and its result is dropped, as ``abandon_on_cancel=True`` does. The
+    ``call_soon_threadsafe`` back: about half its CPU per hand-off, most of
+    it GIL-held Python that another thread's kernel could have overlapped
+    (BENCHMARKS.md, "fastrag serve: the request path"). A caller cancelled
+    while its call waits in the queue (a deadline, a disconnect) takes it
+    out: the call never runs; one cancelled while its call runs stops
+    waiting at once, and the thread finishes the call and drops its result,
+    as ``abandon_on_cancel=True`` does. A ``StopIteration`` escaping ``fn``
+    reaches the caller as a ``RuntimeError`` (a future cannot hold it). The
     call runs in a copy of the caller's context variables. Threads start on
-    first use and end at :meth:`close`.
+    first use (again in a forked child) and end at :meth:`close`.
 
     Parameters
     ----------
@@ -202,9 +206,14 @@ class EnginePool:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def _start(self) -> None:
         with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's threads are not here
+                self._pid = os.getpid()
+                self._queue = queue.SimpleQueue()
+                self._threads = []
             while len(self._threads) < self.n:
                 t = threading.Thread(
                     target=self._work, daemon=True, name=f"fastrag-engine-{len(self._threads)}"
@@ -219,8 +228,14 @@ class EnginePool:
             if job is None:
                 return
             loop, future, context, fn = job
+            if future.done():  # its caller was cancelled while it waited: nobody wants it
+                continue
             try:
                 result = context.run(fn)
+            except StopIteration as exc:  # a future cannot hold one (asyncio refuses it)
+                error = RuntimeError(f"an engine call raised StopIteration: {exc!r}")
+                error.__cause__ = exc
+                _reply(loop, _fail, future, error)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 _reply(loop, _fail, future, exc)
             else:
@@ -228,7 +243,7 @@ class EnginePool:
 
     def run(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         """A future of ``fn()``'s result (or exception), computed in a pool thread."""
-        if len(self._threads) < self.n:
+        if len(self._threads) < self.n or self._pid != os.getpid():
             self._start()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -402,15 +417,13 @@ class Service:
                     )
                 parts.append(chunk)
         except asyncio.CancelledError:
-            if not deadline.fired:
+            if not deadline.settle():  # not (only) the body's deadline: passed on
                 raise
             late = True
         finally:
             if own:
                 deadline.settle()
             else:
-                if late:
-                    deadline.settle()
                 deadline.start(self.settings.timeout)  # the request's deadline again
                 request.state.deadline = time.monotonic() + self.settings.timeout
         if late:
@@ -461,35 +474,43 @@ class Service:
 
 
 class Deadline:
-    """A request's deadline on the event loop: at ``when`` its task is cancelled.
+    """A request's deadline on the event loop: :meth:`start` arms a timer that cancels its task.
 
-    What :func:`anyio.fail_after` does for a request, at a fifth of the cost
-    (one ``loop.call_at`` timer instead of a cancel scope's bookkeeping: about
-    40 us of a 500 us request, BENCHMARKS.md "fastrag serve"). Leaving the
-    ``with`` block cancels the timer; a cancellation the timer made is turned
+    What :func:`anyio.fail_after` does for a request, for less: one
+    ``loop.call_at`` timer instead of a cancel scope's bookkeeping (measured
+    in BENCHMARKS.md, "fastrag serve: the request path"). Leaving the
+    ``with`` block stops the timer; a cancellation the timer made is turned
     into :class:`TimeoutError` there (answered 504), or, while the body is
     being received under its own deadline, into the body's 408 by
     :meth:`Service.body`. Any other cancellation (a client gone, a shutdown)
-    passes through untouched. A worker thread the request waits on
-    (``anyio.to_thread.run_sync(abandon_on_cancel=True)``) is abandoned, as
-    under a cancel scope.
+    passes through, also one that arrives beside the timer's (on Python
+    3.11+, counted as :func:`asyncio.timeout` counts them; 3.10 cannot tell
+    them apart). A worker thread the request waits on (:class:`EnginePool`,
+    or ``anyio.to_thread.run_sync(abandon_on_cancel=True)``) is abandoned.
+    Unlike a cancel scope, the timer cancels once: a handler that swallows
+    that cancellation runs on past the deadline.
     """
 
-    __slots__ = ("_handle", "_loop", "_task", "fired")
+    __slots__ = ("_base", "_handle", "_loop", "_task", "fired")
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[Any] | None = None
         self._handle: asyncio.TimerHandle | None = None
+        self._base = 0  # the task's pending cancellations when first armed (3.11+)
         self.fired = False  # the timer cancelled the task
 
     def start(self, seconds: float) -> Deadline:
         """Cancel the current task ``seconds`` from now (instead of any earlier setting)."""
         if self._handle is not None:
             self._handle.cancel()
-        loop = self._loop = self._loop or asyncio.get_running_loop()
-        self._task = self._task or asyncio.current_task()
-        self._handle = loop.call_at(loop.time() + seconds, self._fire)
+        if self._task is None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()
+            cancelling = getattr(self._task, "cancelling", None)
+            self._base = cancelling() if cancelling is not None else 0
+        assert self._loop is not None
+        self._handle = self._loop.call_at(self._loop.time() + seconds, self._fire)
         return self
 
     def _fire(self) -> None:
@@ -499,14 +520,17 @@ class Deadline:
             self._task.cancel()
 
     def settle(self) -> bool:
-        """Stop the timer; whether it had fired (its cancellation is then taken back)."""
+        """Stop the timer; whether its cancellation is the only one (it is taken back then)."""
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
         fired, self.fired = self.fired, False
-        if fired and self._task is not None and hasattr(self._task, "uncancel"):
-            self._task.uncancel()  # Python 3.11+: the task is no longer being cancelled
-        return fired
+        if not fired:
+            return False
+        uncancel = getattr(self._task, "uncancel", None)
+        if uncancel is None:  # Python 3.10: the timer's cancellation, as far as one can tell
+            return True
+        return bool(uncancel() <= self._base)  # nobody else asked for a cancellation meanwhile
 
     def __enter__(self) -> Deadline:
         return self
