@@ -218,6 +218,9 @@ def test_engine_pool_runs_calls_in_at_most_n_threads() -> None:
         var.set("caller's")
         got = await asyncio.gather(*(pool.run(functools.partial(work, i)) for i in range(12)))
         assert got == [(i, "caller's") for i in range(12)]  # results, in the callers' context
+        # one call at a time: always the thread that went idle last (warm caches)
+        seen = [await pool.run(lambda: threading.current_thread().name) for _ in range(8)]
+        assert len(set(seen)) == 1
         with pytest.raises(KeyError, match="from the pool"):
             await pool.run(fail)
         # a StopIteration reaches the caller as a RuntimeError (a future cannot hold one)
