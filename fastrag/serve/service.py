@@ -242,33 +242,44 @@ class EnginePool:
 
     def _work(self) -> None:
         me = _Worker()
-        while True:
-            with self._mutex:
-                if self._pending:
-                    job = self._pending.popleft()
-                elif self._closed:
-                    return
-                else:
-                    job = None
-                    self._idle.append(me)
-            if job is None:
-                me.wake.acquire()  # until run() hands this worker a job, or close() a None
-                job, me.job = me.job, None
-                if job is None:
-                    return
+        job = self._next(me)
+        while job is not None:
             loop, future, context, fn = job
             if future.done():  # its caller was cancelled while it waited: nobody wants it
+                job = self._next(me)
                 continue
+            settle: Callable[[Any, Any], None]
             try:
-                result = context.run(fn)
+                settle, value = _succeed, context.run(fn)
             except StopIteration as exc:  # a future cannot hold one (asyncio refuses it)
-                error = RuntimeError(f"an engine call raised StopIteration: {exc!r}")
-                error.__cause__ = exc
-                _reply(loop, _fail, future, error)
+                settle, value = _fail, RuntimeError(f"an engine call raised StopIteration: {exc!r}")
+                value.__cause__ = exc
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                _reply(loop, _fail, future, exc)
+                settle, value = _fail, exc
+            # Queue this thread (or take the next job) before replying: a caller that asks
+            # again as soon as it has its answer then finds this thread first.
+            job = self._next(me, reply=(loop, settle, future, value))
+
+    def _next(self, me: _Worker, reply: tuple[Any, ...] | None = None) -> Any:
+        """The next job of thread ``me``: a pending one, else one handed over once idle.
+
+        ``reply`` (the last call's answer) is sent once ``me`` is queued as
+        idle or has its next job. ``None``: the pool is closed.
+        """
+        with self._mutex:
+            if self._pending:
+                job = self._pending.popleft()
+            elif self._closed:
+                job = None
             else:
-                _reply(loop, _succeed, future, result)
+                job = _IDLE
+                self._idle.append(me)
+        if reply is not None:
+            _reply(*reply)
+        if job is _IDLE:
+            me.wake.acquire()  # until run() hands this thread a job, or close() a None
+            job, me.job = me.job, None
+        return job
 
     def close(self) -> None:
         """End the threads once the calls queued before are done (does not wait)."""
@@ -290,6 +301,9 @@ class _Worker:
         self.job: Any = None
         self.wake = threading.Lock()
         self.wake.acquire()
+
+
+_IDLE = object()  # EnginePool._next: wait for a job to be handed over
 
 
 def _reply(loop: asyncio.AbstractEventLoop, settle: Any, future: Any, value: Any) -> None:
