@@ -369,7 +369,8 @@ OPEN = _Open()
 
 def _from_env() -> Admission | _Open:
     # Off unless asked for: on the quiet 2-core machine the gate did not raise 16 callers'
-    # throughput in any mode (BENCHMARKS.md, "Session 9 on the quiet machine").
+    # throughput in any mode (BENCHMARKS.md, "Session 9 on the quiet machine"); the
+    # first-come gate of session 11 cut their p99 to a third, not their throughput.
     raw = os.environ.get("FASTRAG_ADMISSION", "off").strip().lower()
     if raw in ("auto", "on"):
         return Admission(usable_cores())

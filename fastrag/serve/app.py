@@ -109,13 +109,12 @@ class _Direct:
     called here by a dictionary lookup, with the :data:`SECURITY_HEADERS`
     added to its response, and is spared the error and exception
     middlewares, the linear match of every route's pattern and the
-    request-response wrappers (BENCHMARKS.md, "fastrag serve: the request
-    path"). A failure that escapes the endpoint before the response has
-    started is answered as Starlette's error handler answers it (a JSON 500,
-    logged). Other methods on those paths (a 405), every other path (the
-    page, static files, MCP), websockets and the lifespan go through the
-    Starlette ``app``. Middleware added to ``app`` does not see the direct
-    routes.
+    request-response wrappers (BENCHMARKS.md, "Session 11"). A failure that
+    escapes the endpoint before the response has started is answered as
+    Starlette's error handler answers it (a JSON 500, logged). Other methods
+    on those paths (a 405), every other path (the page, static files, MCP),
+    websockets and the lifespan go through the Starlette ``app``. Middleware
+    added to ``app`` does not see the direct routes.
     """
 
     def __init__(self, app: Starlette, routes: dict[tuple[str, str], Any]) -> None:

@@ -186,7 +186,7 @@ class EnginePool:
     hand-off of one lock release to the thread and one
     ``call_soon_threadsafe`` back: about half its CPU per hand-off, most of
     it GIL-held Python that another thread's kernel could have overlapped
-    (BENCHMARKS.md, "fastrag serve: the request path"). An idle thread is
+    (BENCHMARKS.md, "Session 11"). An idle thread is
     woken last in, first out: one caller at a time keeps meeting the same
     thread, whose caches (and Numba's thread team) are warm; woken in turn,
     two threads served one connection 15 % fewer requests. A caller cancelled
@@ -526,7 +526,7 @@ class Deadline:
 
     What :func:`anyio.fail_after` does for a request, for less: one
     ``loop.call_at`` timer instead of a cancel scope's bookkeeping (measured
-    in BENCHMARKS.md, "fastrag serve: the request path"). Leaving the
+    in BENCHMARKS.md, "Session 11"). Leaving the
     ``with`` block stops the timer; a cancellation the timer made is turned
     into :class:`TimeoutError` there (answered 504), or, while the body is
     being received under its own deadline, into the body's 408 by

@@ -60,9 +60,9 @@ class ServeSettings:
         runs them on the event loop. Default (``None``): the usable cores
         divided among the workers (at least 1), so that one worker's threads
         overlap one request's kernels (which release the GIL) with another's
-        Python: on two cores one worker with two threads answered 1.2-1.3x
+        Python: on two cores one worker with two threads answered 1.15-1.3x
         the requests of one thread at 8 connections (BENCHMARKS.md,
-        "fastrag serve").
+        "Session 11").
     model_threads : int, default 32
         Threads per worker waiting on a chat model (I/O-bound answers).
     llm : bool, default False
