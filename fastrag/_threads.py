@@ -322,15 +322,11 @@ class Admission:
 
     def _give_back(self) -> None:
         """A place is given back: to the first waiter, or to the free count."""
-        mutex = self._mutex
-        mutex.acquire()
-        try:
+        with self._mutex:
             if self._waiters:
                 self._waiters.popleft().release()
             else:
                 self._free += 1
-        finally:
-            mutex.release()
 
 
 _new_lock = _thread.allocate_lock  # a waiter's own lock (tests interrupt its acquire)

@@ -263,6 +263,12 @@ def test_engine_pool_runs_calls_in_at_most_n_threads() -> None:
         t.join(5)
         assert not t.is_alive()
 
+    async def after_close() -> None:
+        with pytest.raises(RuntimeError, match="closed"):
+            await pool.run(lambda: 1)
+
+    asyncio.run(after_close())  # a closed pool takes no more calls
+
 
 def test_a_failure_escaping_a_direct_route_is_a_json_500(direct_server, monkeypatch) -> None:
     svc = direct_server.service

@@ -196,7 +196,8 @@ class EnginePool:
     as ``abandon_on_cancel=True`` does. A ``StopIteration`` escaping ``fn``
     reaches the caller as a ``RuntimeError`` (a future cannot hold it). The
     call runs in a copy of the caller's context variables. Threads start on
-    first use (again in a forked child) and end at :meth:`close`.
+    first use (again in a forked child) and end at :meth:`close`, after
+    which the pool takes no more calls.
 
     Parameters
     ----------
@@ -223,7 +224,8 @@ class EnginePool:
             if self._pid != os.getpid():  # a forked child: the parent's threads are not here
                 self._pid, self._idle, self._threads = os.getpid(), [], []
                 self._pending = collections.deque()
-            self._closed = False
+            if self._closed:
+                raise RuntimeError("the engine pool is closed (the server is shutting down)")
             if self._idle:
                 worker = self._idle.pop()  # the one idle the shortest: its caches are warm
                 worker.job = job
@@ -508,12 +510,7 @@ class Service:
                     await anyio.lowlevel.checkpoint()  # let the loop send what is ready
                 else:
                     with anyio.fail_after(remaining):
-                        if model_bound:
-                            item = await anyio.to_thread.run_sync(
-                                pump.step, limiter=self.model_limiter, abandon_on_cancel=True
-                            )
-                        else:
-                            item = await self.engine.run(pump.step)
+                        item = await self.call(pump.step, model_bound=model_bound)
                 if item is _END:
                     return
                 yield item
